@@ -1,0 +1,183 @@
+"""`dualpath` command line. It only parses, builds Settings and calls the runtimes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from dualpath.config.presets import ConfigError, resolve
+from dualpath.config.settings import Scenario
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="DualPath testbed: emulate PD-disaggregated inference with dual-path KV loading.",
+)
+
+USAGE_ERROR = 2
+
+
+def _fail(msg: str, code: int = USAGE_ERROR) -> None:
+    Console(stderr=True).print(f"[bold red]error:[/] {msg}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _flag_overrides(**flags: Any) -> dict[str, Any]:
+    """Map the convenience flags onto settings paths (None = not given)."""
+    paths = {
+        "model": "model",
+        "gpu": "gpu",
+        "seed": "seed",
+        "prefill_nodes": "topology.prefill_nodes",
+        "decode_nodes": "topology.decode_nodes",
+        "gpus_per_node": "topology.gpus_per_node",
+        "agents": "workload.agents",
+        "max_len": "workload.max_len",
+        "policy": "policy.name",
+    }
+    out: dict[str, Any] = {}
+    for flag, value in flags.items():
+        if value is None:
+            continue
+        node = out
+        *parents, leaf = paths[flag].split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def validate(sc: Scenario) -> None:
+    """Check every name a scenario refers to before anything runs."""
+    from dualpath.policies.registry import default_registry
+    from dualpath.roofline import load_gpu, load_model
+    from dualpath.workload import parse_max_len
+
+    load_model(sc.model)
+    load_gpu(sc.gpu)
+    default_registry().get(sc.policy.name)
+    parse_max_len(sc.workload.max_len)
+
+
+def _progress_hook(progress: Progress | None) -> Any:
+    if progress is None:
+        return None
+    task = progress.add_task("emulating", total=None)
+
+    def hook(done: int, total: int) -> None:
+        if done % 64 == 0 or done == total:
+            progress.update(task, completed=done, total=total)
+
+    return hook
+
+
+@app.command()
+def sim(
+    preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
+    model: Annotated[str | None, typer.Option(help="model profile name or YAML")] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU profile name or YAML")] = None,
+    prefill_nodes: Annotated[int | None, typer.Option(help="prefill nodes (P)")] = None,
+    decode_nodes: Annotated[int | None, typer.Option(help="decode nodes (D)")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per node")] = None,
+    agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
+    max_len: Annotated[str | None, typer.Option(help="max agent context: 32k, 48k, 64k")] = None,
+    policy: Annotated[str | None, typer.Option(help="scheduling policy name")] = None,
+    seed: Annotated[int | None, typer.Option(help="random seed")] = None,
+    out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="any setting: path.to.key=value")
+    ] = None,
+    quiet: Annotated[bool, typer.Option(help="no progress bar or table")] = False,
+) -> None:
+    """Run a scenario on virtual time (one process) and report JCT, latencies, I/O."""
+    from dualpath.blocks import BlockCorrupted, BlockMissing
+    from dualpath.report.render import markdown_report, summary_table
+    from dualpath.runtime.cluster import TopologyError
+    from dualpath.runtime.sim import simulate
+
+    flags = _flag_overrides(
+        model=model, gpu=gpu, seed=seed, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes,
+        gpus_per_node=gpus_per_node, agents=agents, max_len=max_len, policy=policy,
+    )  # fmt: skip
+    try:
+        sc = resolve(preset, flags, set_ or [])
+        validate(sc)
+    except (ConfigError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    console = Console(stderr=True)
+    show = not quiet and console.is_terminal
+    progress = (
+        Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} turns"),
+            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
+        )  # fmt: skip
+        if show
+        else None
+    )
+    try:
+        if progress is not None:
+            with progress:
+                report = simulate(sc, _progress_hook(progress))
+        else:
+            report = simulate(sc)
+    except TopologyError as exc:
+        _fail(str(exc))
+        return
+    except (BlockCorrupted, BlockMissing) as exc:
+        _fail(f"integrity check failed: {exc}", code=1)
+        return
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2))
+        out.with_suffix(".md").write_text(markdown_report(report))
+    if not quiet:
+        Console().print(summary_table(report))
+        if out is not None:
+            Console().print(f"report: {out} and {out.with_suffix('.md')}")
+
+
+@app.command()
+def roofline(
+    json_: Annotated[bool, typer.Option("--json", help="print JSON rows")] = False,
+) -> None:
+    """Print the cache-compute ratio table (paper Table 1, append 429)."""
+    from dualpath.roofline import render_table, roofline_table
+
+    rows = roofline_table()
+    if json_:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        Console().print(render_table(rows))
+
+
+@app.command()
+def policies() -> None:
+    """List the scheduling policies by name."""
+    from dualpath.policies.registry import default_registry
+
+    for name, desc in default_registry().describe().items():
+        typer.echo(f"{name:14s} {desc}")
+
+
+@app.command()
+def presets() -> None:
+    """List the packaged scenario presets."""
+    from dualpath.config.presets import preset_names
+
+    for name in preset_names():
+        typer.echo(name)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

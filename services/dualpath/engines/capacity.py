@@ -1,0 +1,89 @@
+"""Byte-capacity accounting (DRAM buffers, HBM) with FIFO waiters and a join helper."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+
+
+class CapacityError(RuntimeError):
+    pass
+
+
+class CapacityPool:
+    """A capacity in bytes. `acquire` waits (FIFO, so a large request is not starved by
+    small ones) until the bytes are free; `release` gives them back."""
+
+    def __init__(self, name: str, capacity: float) -> None:
+        if capacity <= 0:
+            raise CapacityError(f"{name}: capacity must be > 0 bytes")
+        self.name = name
+        self.capacity = capacity
+        self.used = 0.0
+        self.peak = 0.0
+        self._waiters: deque[tuple[float, asyncio.Future[None]]] = deque()
+
+    @property
+    def free(self) -> float:
+        return self.capacity - self.used
+
+    def try_acquire(self, nbytes: float) -> bool:
+        if self._waiters or self.used + nbytes > self.capacity:
+            return False
+        self._take(nbytes)
+        return True
+
+    async def acquire(self, nbytes: float) -> None:
+        if nbytes > self.capacity:
+            raise CapacityError(
+                f"{self.name}: one request needs {nbytes / 1e9:.2f} GB but the capacity is "
+                f"{self.capacity / 1e9:.2f} GB; raise the capacity or shorten max_len"
+            )
+        if self.try_acquire(nbytes):
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((nbytes, fut))
+        await fut
+
+    def release(self, nbytes: float) -> None:
+        self.used -= nbytes
+        if self.used < -1e-6 * self.capacity:
+            raise CapacityError(f"{self.name}: released more than was acquired")
+        self.used = max(self.used, 0.0)
+        while self._waiters and self.used + self._waiters[0][0] <= self.capacity:
+            nbytes_w, fut = self._waiters.popleft()
+            self._take(nbytes_w)
+            fut.set_result(None)
+
+    def _take(self, nbytes: float) -> None:
+        self.used += nbytes
+        self.peak = max(self.peak, self.used)
+
+
+class Join:
+    """Counts outstanding callbacks; `wait()` returns once all have fired.
+
+    Cheaper than gathering one future per flow: flows call `done` as their on_done hook.
+    """
+
+    __slots__ = ("_fut", "_pending")
+
+    def __init__(self) -> None:
+        self._pending = 0
+        self._fut: asyncio.Future[None] | None = None
+
+    def add(self) -> Callable[[], None]:
+        self._pending += 1
+        return self.done
+
+    def done(self) -> None:
+        self._pending -= 1
+        if self._pending == 0 and self._fut is not None and not self._fut.done():
+            self._fut.set_result(None)
+
+    async def wait(self) -> None:
+        if self._pending == 0:
+            return
+        self._fut = asyncio.get_running_loop().create_future()
+        await self._fut

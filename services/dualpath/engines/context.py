@@ -1,0 +1,53 @@
+"""Collaborators every engine shares, built once by the composition root."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dualpath.blocks import BlockStore, ChainRegistry
+from dualpath.config.settings import Engine, VirtualLanes
+from dualpath.core.clock import Clock
+from dualpath.engines.hardware import Hardware
+from dualpath.engines.request import Request
+from dualpath.links import Link
+from dualpath.policies.base import SchedulingPolicy
+from dualpath.report.metrics import Metrics
+from dualpath.roofline import Roofline
+
+
+@dataclass(slots=True, eq=False)
+class FaultPlan:
+    """Faults injected on purpose (a detector self-test), shared by all engines."""
+
+    corrupt_left: int = 0  # persisted blocks still to corrupt in the store
+
+
+@dataclass(slots=True, eq=False)
+class EngineContext:
+    clock: Clock
+    hw: Hardware
+    roofline: Roofline
+    store: BlockStore
+    chains: ChainRegistry
+    metrics: Metrics
+    policy: SchedulingPolicy
+    engine: Engine
+    vl: VirtualLanes
+    layer_groups: list[int]  # layers per emulated step, summing to the model's layers
+    full_block_bytes: int
+    kv_token_layer: int  # KV bytes per token per layer
+    kv_token: int  # KV bytes per token, all layers
+    faults: FaultPlan
+
+    def move(
+        self, nbytes: float, hops: list[Link], vl: int, on_done: Callable[[], None]
+    ) -> None:
+        """Start a KV transfer; the Oracle baseline moves KV in zero time."""
+        if self.policy.oracle or nbytes <= 0:
+            self.clock.call_at(self.clock.now(), on_done)
+            return
+        self.hw.fabric.start(nbytes, hops, vl, on_done)
+
+
+RequestHook = Callable[[Request], None]

@@ -1,0 +1,97 @@
+"""The emulated hardware one cluster runs on: links per node and GPU, capacities, and
+the paths KV bytes take (DESIGN §2, §4). Every helper returns the hop list of one
+transfer so that every hop is charged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dualpath.engines.capacity import CapacityPool
+from dualpath.engines.request import EngineState, NodeState
+from dualpath.links import Fabric, Link, VlArbitration
+
+GBPS_TO_BYTES = 1e9 / 8  # Gb/s -> bytes/s
+GBS_TO_BYTES = 1e9  # GB/s -> bytes/s
+
+
+@dataclass(slots=True, eq=False)
+class NodeHw:
+    state: NodeState
+    snic_rx: Link  # storage -> node (KV reads)
+    snic_tx: Link  # node -> storage (KV persists)
+    dram: Link  # half-duplex: reads and writes share it
+    buffer: CapacityPool  # DRAM set aside for PE/DE KV buffers
+
+
+@dataclass(slots=True, eq=False)
+class GpuHw:
+    engine: EngineState
+    cnic_rx: Link  # into the GPU (incl. H2D loopback)
+    cnic_tx: Link  # out of the GPU (incl. D2H loopback)
+    kv_hbm: float  # HBM bytes left for KV after weights and workspace
+
+
+@dataclass(slots=True, eq=False)
+class Hardware:
+    fabric: Fabric
+    storage_read: Link
+    storage_write: Link
+    nodes: dict[str, NodeHw] = field(default_factory=dict)
+    gpus: dict[str, GpuHw] = field(default_factory=dict)
+
+    def node_of(self, engine: EngineState) -> NodeHw:
+        return self.nodes[engine.node.name]
+
+    def gpu_of(self, engine: EngineState) -> GpuHw:
+        return self.gpus[engine.engine_id]
+
+    # --- hop lists (every KV byte is charged on each) ---------------------------------
+    def storage_read_hops(self, node: NodeState) -> list[Link]:
+        n = self.nodes[node.name]
+        return [self.storage_read, n.snic_rx, n.dram]
+
+    def persist_hops(self, de: EngineState) -> list[Link]:
+        """DE HBM -> (D2H through its CNIC) -> DRAM -> SNIC -> storage."""
+        n, g = self.node_of(de), self.gpu_of(de)
+        return [g.cnic_tx, n.dram, n.snic_tx, self.storage_write]
+
+    def h2d_hops(self, engine: EngineState) -> list[Link]:
+        """Local buffer -> HBM through the GPU's own CNIC (loopback)."""
+        return [self.node_of(engine).dram, self.gpu_of(engine).cnic_rx]
+
+    def remote_load_hops(self, src: EngineState, dst: EngineState) -> list[Link]:
+        """DE buffer -> DE CNIC -> PE CNIC -> PE HBM (DE read path)."""
+        return [self.node_of(src).dram, self.gpu_of(src).cnic_tx, self.gpu_of(dst).cnic_rx]
+
+    def kv_out_hops(self, pe: EngineState, de: EngineState) -> list[Link]:
+        """PE HBM -> PE CNIC -> DE CNIC -> DE DRAM buffer."""
+        return [self.gpu_of(pe).cnic_tx, self.gpu_of(de).cnic_rx, self.node_of(de).dram]
+
+
+def add_node(
+    hw: Hardware, state: NodeState, snic_bps: float, dram_bps: float, buffer_bytes: float
+) -> NodeHw:
+    f = hw.fabric
+    node = NodeHw(
+        state=state,
+        snic_rx=f.add_link(f"{state.name}.snic.rx", snic_bps),
+        snic_tx=f.add_link(f"{state.name}.snic.tx", snic_bps),
+        dram=f.add_link(f"{state.name}.dram", dram_bps),
+        buffer=CapacityPool(f"{state.name}.buffer", buffer_bytes),
+    )
+    hw.nodes[state.name] = node
+    return node
+
+
+def add_gpu(
+    hw: Hardware, engine: EngineState, cnic_bps: float, vl: VlArbitration, hbm_bytes: float
+) -> GpuHw:
+    f = hw.fabric
+    gpu = GpuHw(
+        engine=engine,
+        cnic_rx=f.add_link(f"{engine.engine_id}.cnic.rx", cnic_bps, vl),
+        cnic_tx=f.add_link(f"{engine.engine_id}.cnic.tx", cnic_bps, vl),
+        kv_hbm=hbm_bytes,
+    )
+    hw.gpus[engine.engine_id] = gpu
+    return gpu

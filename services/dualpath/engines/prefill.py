@@ -1,0 +1,175 @@
+"""Prefill engines (DESIGN §2): layerwise prefill over both read paths, or the
+non-layerwise mode of the Basic baseline (whole prompt KV in HBM).
+
+The GPUs of one expert-parallel group run their forwards in lockstep (every MoE layer
+ends in an all-to-all across the group), so a `PrefillUnit` owns the engines of one EP
+group and each emulated layer step lasts as long as its slowest GPU. Dense models (DP
+only) get one unit per GPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Sequence
+
+from dualpath.engines.capacity import Join
+from dualpath.engines.context import EngineContext, RequestHook
+from dualpath.engines.request import EngineState, ReadPath, Request
+from dualpath.policies.base import BatchItem
+
+Batches = dict[str, list[BatchItem]]
+
+
+class PrefillUnit:
+    def __init__(
+        self,
+        ctx: EngineContext,
+        engines: Sequence[EngineState],
+        on_prefilled: RequestHook,
+        on_released: RequestHook,
+    ) -> None:
+        self.ctx = ctx
+        self.engines = list(engines)
+        self.ready: dict[str, deque[Request]] = {e.engine_id: deque() for e in engines}
+        self._on_prefilled = on_prefilled
+        self._on_released = on_released
+        self._wake: asyncio.Future[None] | None = None
+
+    def enqueue(self, req: Request) -> None:
+        """A request whose hit KV is in a DRAM buffer joins its PE's FIFO."""
+        assert req.pe is not None
+        self.ready[req.pe.engine_id].append(req)
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def run(self) -> None:
+        while True:
+            batches = self._form_batches()
+            if not batches:
+                self._wake = asyncio.get_running_loop().create_future()
+                await self._wake
+                continue
+            await self._forward(batches)
+
+    def _form_batches(self) -> Batches:
+        ctx = self.ctx
+        out: Batches = {}
+        for e in self.engines:
+            q = self.ready[e.engine_id]
+            if not q:
+                continue
+            hbm = None if ctx.policy.layerwise else ctx.hw.gpu_of(e).kv_hbm
+            batch = ctx.policy.form_batch(q, ctx.roofline.prefill_attention_time, hbm)
+            if batch:
+                out[e.engine_id] = batch
+        return out
+
+    async def _forward(self, batches: Batches) -> None:
+        ctx = self.ctx
+        self._record_attention(batches)
+        outputs = Join()
+        nxt = self._start_loads(batches, 0)
+        for k, nl in enumerate(ctx.layer_groups):
+            await nxt.wait()
+            if k + 1 < len(ctx.layer_groups):
+                nxt = self._start_loads(batches, k + 1)
+            await self._compute(batches, nl)
+            self._start_outputs(batches, nl, outputs)
+        ctx.metrics.forwards += 1
+        self._finish_forward(batches, outputs)
+
+    # --- one layer group ----------------------------------------------------------------
+    def _start_loads(self, batches: Batches, k: int) -> Join:
+        """Hit/cached KV of the batch for layer group k into each PE's HBM."""
+        ctx = self.ctx
+        nl = ctx.layer_groups[k]
+        join = Join()
+        for eid, batch in batches.items():
+            pe = ctx.hw.gpus[eid].engine
+            by_src: dict[str, tuple[EngineState, float]] = {}
+            for item in batch:
+                req = item.request
+                nbytes = req.computed * ctx.kv_token_layer * nl
+                if nbytes <= 0:
+                    continue
+                if req.computed == req.hit:
+                    ctx.metrics.integrity.bytes_to_prefill_hbm += nbytes
+                else:
+                    ctx.metrics.integrity.bytes_reloaded += nbytes
+                src = pe if req.path is ReadPath.PE else req.de
+                assert src is not None
+                prev = by_src.get(src.engine_id, (src, 0.0))[1]
+                by_src[src.engine_id] = (src, prev + nbytes)
+            for src, nbytes in by_src.values():
+                hops = ctx.hw.h2d_hops(pe) if src is pe else ctx.hw.remote_load_hops(src, pe)
+                ctx.move(nbytes, hops, ctx.vl.kv_vl, join.add())
+        return join
+
+    async def _compute(self, batches: Batches, nl: int) -> None:
+        """Roofline time of the slowest GPU, overlapped with the expert all-to-all."""
+        ctx = self.ctx
+        longest = 0.0
+        a2a = Join()
+        for eid, batch in batches.items():
+            shapes = [(i.request.computed, i.new_tokens) for i in batch]
+            t = ctx.roofline.prefill_time(shapes, nl)
+            ctx.metrics.add_busy(eid, t)
+            longest = max(longest, t)
+            nbytes = ctx.roofline.a2a_bytes_per_layer(sum(i.new_tokens for i in batch)) * nl
+            if nbytes > 0:
+                gpu = ctx.hw.gpus[eid]
+                # Model traffic is never skipped, not even by the Oracle (it is not KV I/O).
+                ctx.hw.fabric.start(nbytes, [gpu.cnic_tx], ctx.vl.model_vl, a2a.add())
+                ctx.hw.fabric.start(nbytes, [gpu.cnic_rx], ctx.vl.model_vl, a2a.add())
+        await ctx.clock.sleep(longest)
+        await a2a.wait()
+
+    def _start_outputs(self, batches: Batches, nl: int, join: Join) -> None:
+        """Layer KV toward the DE buffer: PE path ships hit + new, DE path only new."""
+        ctx = self.ctx
+        for eid, batch in batches.items():
+            pe = ctx.hw.gpus[eid].engine
+            by_dst: dict[str, tuple[EngineState, float]] = {}
+            for item in batch:
+                req = item.request
+                tokens = item.new_tokens
+                if req.path is ReadPath.PE and req.computed == req.hit:
+                    tokens += req.hit
+                de = req.de
+                assert de is not None
+                prev = by_dst.get(de.engine_id, (de, 0.0))[1]
+                by_dst[de.engine_id] = (de, prev + tokens * ctx.kv_token_layer * nl)
+            for de, nbytes in by_dst.values():
+                ctx.move(nbytes, ctx.hw.kv_out_hops(pe, de), ctx.vl.kv_vl, join.add())
+
+    # --- end of a forward -----------------------------------------------------------------
+    def _finish_forward(self, batches: Batches, outputs: Join) -> None:
+        now = self.ctx.clock.now()
+        completed: list[Request] = []
+        for batch in batches.values():
+            for item in batch:
+                req = item.request
+                req.computed += item.new_tokens
+                if req.computed >= req.prompt:
+                    req.t_first = now  # the PE samples the first token
+                    completed.append(req)
+                    self._on_released(req)
+        if completed:
+            asyncio.get_running_loop().create_task(self._deliver(outputs, completed))
+
+    async def _deliver(self, outputs: Join, completed: list[Request]) -> None:
+        await outputs.wait()
+        for req in completed:
+            self._on_prefilled(req)
+
+    def _record_attention(self, batches: Batches) -> None:
+        ctx = self.ctx
+        times = []
+        for e in self.engines:
+            batch = batches.get(e.engine_id, [])
+            shapes = [(i.request.computed, i.new_tokens) for i in batch]
+            times.append(ctx.roofline.prefill_attention_time(shapes) if shapes else 0.0)
+        avg = sum(times) / len(times)
+        if avg > 0:
+            ctx.metrics.attention_balance.append((ctx.clock.now(), max(times) / avg))

@@ -1,0 +1,82 @@
+"""A request (one agent turn) and the per-engine state the scheduler sees."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class ReadPath(str, Enum):
+    """Where a request's hit KV is read from storage (paper Fig. 4)."""
+
+    PE = "pe"  # storage -> PE node SNIC -> PE DRAM buffer -> PE HBM
+    DE = "de"  # storage -> DE node SNIC -> DE DRAM buffer -> DE CNIC -> PE HBM
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """One turn of one agent: prompt = context + append, then `gen` generated tokens."""
+
+    rid: int
+    session: int
+    turn: int
+    prompt: int
+    gen: int
+    arrival: float
+    done: asyncio.Future[None]
+    est_hit: int = 0  # client-side hit estimate at submit (paper A.4): for tok_e only
+    hit: int = 0  # tokens actually found in the store when the read starts
+    pe: EngineState | None = None
+    de: EngineState | None = None
+    path: ReadPath = ReadPath.PE
+    computed: int = 0  # prompt tokens whose KV exists (hit + computed chunks)
+    generated: int = 0
+    persisted_blocks: int = 0
+    hbm_bytes: float = 0.0
+    buffer_bytes: float = 0.0
+    t_pe: float = -1.0
+    t_de: float = -1.0
+    t_read_start: float = -1.0
+    t_read_done: float = -1.0
+    t_first: float = -1.0
+    t_second: float = -1.0
+    t_last: float = -1.0
+
+    @property
+    def miss(self) -> int:
+        return self.prompt - self.hit
+
+    @property
+    def length(self) -> int:
+        """Tokens this request holds in decode HBM at its end (len_r in the paper)."""
+        return self.prompt + self.gen
+
+
+@dataclass(slots=True, eq=False)
+class EngineState:
+    """What an engine reports when its group fetches (paper §6.1), plus its identity.
+
+    `seq`/`tok` count unfinished requests assigned to the engine and their tokens;
+    `free_hbm` matters for decode engines. `read_q` lives on the node (`NodeState`).
+    """
+
+    engine_id: str
+    index: int  # global index among engines of its role
+    node: NodeState
+    group: int
+    gpu: int  # GPU index on its node
+    seq: int = 0
+    tok: int = 0
+    free_hbm: float = 0.0
+    requests: list[Request] = field(default_factory=list)
+
+
+@dataclass(slots=True, eq=False)
+class NodeState:
+    """A node: its storage read queue length in tokens (read_q in the paper)."""
+
+    name: str
+    role: str  # "prefill" or "decode"
+    index: int
+    read_q: int = 0

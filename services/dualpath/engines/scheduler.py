@@ -1,0 +1,167 @@
+"""The global scheduler shell: queues, group fetches, and the KV read of each request.
+
+Decisions come from the `SchedulingPolicy`; this shell applies them, keeps `seq_e`,
+`tok_e`, `read_q` and free HBM up to date, and moves the bytes. A group fetches when
+something it cares about changes (a request queued, one of its engines freed work),
+at most once per `fetch_interval_ms`, like an engine-group leader polling the scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Sequence
+
+from dualpath.blocks import BlockRange
+from dualpath.engines.context import EngineContext
+from dualpath.engines.decode import DecodeUnit
+from dualpath.engines.prefill import PrefillUnit
+from dualpath.engines.request import EngineState, ReadPath, Request
+
+
+class GlobalScheduler:
+    def __init__(
+        self,
+        ctx: EngineContext,
+        pe_groups: Sequence[Sequence[EngineState]],
+        de_groups: Sequence[Sequence[EngineState]],
+    ) -> None:
+        self.ctx = ctx
+        self.pe_groups = [list(g) for g in pe_groups]
+        self.de_groups = [list(g) for g in de_groups]
+        self.pe_queue: deque[Request] = deque()
+        self.de_queue: deque[Request] = deque()
+        self.de_private: list[deque[Request]] = [deque() for _ in de_groups]
+        self.pe_unit: dict[str, PrefillUnit] = {}
+        self.de_unit: dict[str, DecodeUnit] = {}
+        self._pending: set[tuple[str, int]] = set()
+        self._last: dict[tuple[str, int], float] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.fatal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    # --- entry points -------------------------------------------------------------------
+    def submit(self, req: Request) -> None:
+        bt = self.ctx.engine.block_tokens
+        hit_blocks = min(self.ctx.store.prefix_blocks(req.session), (req.prompt - 1) // bt)
+        req.est_hit = hit_blocks * bt  # the client knows its own hit length (paper A.4)
+        self.pe_queue.append(req)
+        self._kick("pe", range(len(self.pe_groups)))
+
+    def on_pe_released(self, req: Request) -> None:
+        pe = req.pe
+        assert pe is not None
+        pe.tok -= req.prompt - req.est_hit
+        pe.seq -= 1
+        if req.path is ReadPath.PE and req.hit:
+            self.ctx.hw.node_of(pe).buffer.release(req.hit * self.ctx.kv_token)
+        self._kick("pe", [pe.group])
+
+    def on_prefilled(self, req: Request) -> None:
+        assert req.de is not None
+        self.de_unit[req.de.engine_id].receive(req)
+
+    def on_decoded(self, req: Request) -> None:
+        assert req.de is not None
+        self._kick("de", [req.de.group])
+
+    # --- fetch scheduling ---------------------------------------------------------------
+    def _kick(self, side: str, groups: Sequence[int] | range) -> None:
+        clock = self.ctx.clock
+        interval = self.ctx.engine.fetch_interval_ms / 1000
+        for g in groups:
+            key = (side, g)
+            if key in self._pending:
+                continue
+            self._pending.add(key)
+            when = max(clock.now(), self._last.get(key, -interval) + interval)
+            clock.call_at(when, lambda key=key: self._fetch(key))
+
+    def _fetch(self, key: tuple[str, int]) -> None:
+        self._pending.discard(key)
+        self._last[key] = self.ctx.clock.now()
+        side, g = key
+        if side == "pe":
+            self._fetch_prefill(g)
+        else:
+            self._fetch_decode(g)
+
+    def _fetch_prefill(self, g: int) -> None:
+        if not self.pe_queue:
+            return
+        now = self.ctx.clock.now()
+        assigned = self.ctx.policy.assign_prefill(self.pe_queue, self.pe_groups[g])
+        for req, pe in assigned:
+            req.pe, req.t_pe = pe, now
+            pe.seq += 1
+            self.de_queue.append(req)
+        if assigned:
+            self._kick("de", range(len(self.de_groups)))
+
+    def _fetch_decode(self, g: int) -> None:
+        now = self.ctx.clock.now()
+        for req, gi in self.ctx.policy.assign_decode_groups(self.de_queue, self.de_groups):
+            self.de_private[gi].append(req)
+            if gi != g:
+                self._kick("de", [gi])
+        assigned = self.ctx.policy.assign_decode(self.de_private[g], self.de_groups[g])
+        for req, de in assigned:
+            req.de, req.t_de = de, now
+            req.hbm_bytes = req.length * self.ctx.kv_token
+            de.seq += 1
+            if de.free_hbm < -1e-6:
+                raise RuntimeError(f"policy over-committed HBM on {de.engine_id}")
+            self._spawn(self._read(req))
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and not self.fatal.done():
+            self.fatal.set_exception(task.exception())  # type: ignore[arg-type]
+
+    # --- the KV read ----------------------------------------------------------------------
+    async def _read(self, req: Request) -> None:
+        ctx = self.ctx
+        pe, de = req.pe, req.de
+        assert pe is not None and de is not None
+        bt = ctx.engine.block_tokens
+        hit_blocks = min(ctx.store.prefix_blocks(req.session), (req.prompt - 1) // bt)
+        req.hit = req.computed = hit_blocks * bt
+        req.persisted_blocks = hit_blocks
+        req.path = ctx.policy.choose_path(req, pe.node, de.node)
+        req.buffer_bytes = req.prompt * ctx.kv_token
+        await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
+        if req.path is ReadPath.PE and req.hit:
+            await ctx.hw.node_of(pe).buffer.acquire(req.hit * ctx.kv_token)
+        node = pe.node if req.path is ReadPath.PE else de.node
+        nbytes = hit_blocks * ctx.full_block_bytes
+        node.read_q += req.hit
+        req.t_read_start = ctx.clock.now()
+        if nbytes > 0:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            ctx.move(nbytes, ctx.hw.storage_read_hops(node), ctx.vl.kv_vl, lambda: done.set_result(None))
+            await done
+        node.read_q -= req.hit
+        req.t_read_done = ctx.clock.now()
+        self._verify_read(req, hit_blocks, nbytes)
+        self.pe_unit[pe.engine_id].enqueue(req)
+
+    def _verify_read(self, req: Request, hit_blocks: int, nbytes: float) -> None:
+        """Every block is checked where it is consumed; a bad block fails the run loudly."""
+        ctx = self.ctx
+        integ = ctx.metrics.integrity
+        ctx.metrics.record_path(req.path, nbytes)
+        if hit_blocks == 0:
+            return
+        rng = BlockRange(req.session, 0, hit_blocks)
+        try:
+            digest = ctx.store.read_digest(rng)
+            ctx.store.verify(rng, digest)
+        except Exception:
+            integ.blocks_corrupted += 1
+            raise
+        integ.blocks_read += hit_blocks
+        integ.bytes_from_storage += nbytes

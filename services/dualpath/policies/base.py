@@ -1,0 +1,155 @@
+"""The scheduling-policy seam (paper §6): what a policy decides and what it is shown.
+
+A policy is pure: it reads queues and engine states and returns assignments; the
+scheduler shell applies them. Four decisions:
+
+1. `assign_prefill` — when a PE group fetches: which queued requests go to which of its PEs
+   (global FIFO queue; unassigned requests stay queued in order).
+2. `assign_decode_groups` / `assign_decode` — the two-level DE choice: global DE queue ->
+   a DE group's private queue, then private queue -> a DE with the HBM for it.
+3. `choose_path` — once a request has its PE and DE: read its KV on the PE or DE side.
+4. `form_batch` — intra-engine: which ready requests (and how many new tokens of each)
+   one PE puts in its next forward batch.
+
+Class flags say which engine features the policy runs with (the baselines of DESIGN §3).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from dualpath.engines.request import EngineState, NodeState, ReadPath, Request
+
+# (cached_tokens, new_tokens) pairs of a batch -> predicted attention time, seconds.
+AttentionTime = Callable[[Sequence[tuple[int, int]]], float]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Scheduler constants derived from the hardware/model profile (paper A.4)."""
+
+    alpha: int  # tokens a node's SNIC reads in alpha_s seconds
+    beta: int  # tokens one GPU processes in beta_s seconds
+    compute_quota_s: float  # PE attention-time cap per forward (300 ms)
+    kv_bytes_per_token: int  # all layers, for HBM fits
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    request: Request
+    new_tokens: int  # prompt tokens computed in this forward (< miss when chunked)
+
+
+class SchedulingPolicy(ABC):
+    """Base class; subclasses register under `name` in the policy registry."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    layerwise: ClassVar[bool] = True  # layerwise prefill (False: whole prompt KV in HBM)
+    dual_path: ClassVar[bool] = True  # may read on the DE side
+    oracle: ClassVar[bool] = False  # all KV I/O takes zero time
+
+    def __init__(self, limits: Limits, seed: int) -> None:
+        self.limits = limits
+        self.seed = seed
+
+    @abstractmethod
+    def assign_prefill(
+        self, queue: deque[Request], engines: Sequence[EngineState]
+    ) -> list[tuple[Request, EngineState]]:
+        """Pop requests from the head of `queue` and give each to one of `engines`."""
+
+    @abstractmethod
+    def assign_decode_groups(
+        self, queue: deque[Request], groups: Sequence[Sequence[EngineState]]
+    ) -> list[tuple[Request, int]]:
+        """Drain `queue` into DE groups; returns (request, group index) pairs."""
+
+    @abstractmethod
+    def assign_decode(
+        self, private: deque[Request], engines: Sequence[EngineState]
+    ) -> list[tuple[Request, EngineState]]:
+        """Pop requests from a group's private queue onto DEs with enough free HBM."""
+
+    def choose_path(self, request: Request, pe_node: NodeState, de_node: NodeState) -> ReadPath:
+        """Read on the side whose node has the shorter storage read queue (paper §6.1)."""
+        if not self.dual_path:
+            return ReadPath.PE
+        return ReadPath.DE if de_node.read_q < pe_node.read_q else ReadPath.PE
+
+    def form_batch(
+        self,
+        ready: deque[Request],
+        attention_time: AttentionTime,
+        hbm_free: float | None,
+    ) -> list[BatchItem]:
+        """FIFO-pack under the compute quota; chunk the request that would overflow.
+
+        `hbm_free` is None for layerwise prefill (only one layer's KV is ever in HBM);
+        otherwise the whole prompt KV of every batched request must fit (Basic).
+        """
+        return quota_batch(ready, attention_time, self.limits, hbm_free)
+
+
+def _within_quota(t: float, limits: Limits) -> bool:
+    return t <= limits.compute_quota_s * (1 + 1e-9)  # float sums must not lose a token
+
+
+def _fits_hbm(items: list[tuple[int, int]], kv_per_token: int, hbm_free: float | None) -> bool:
+    if hbm_free is None:
+        return True
+    return sum(c + n for c, n in items) * kv_per_token <= hbm_free
+
+
+def quota_batch(
+    ready: deque[Request], attention_time: AttentionTime, limits: Limits, hbm_free: float | None
+) -> list[BatchItem]:
+    """Paper §6.2: add requests FIFO while predicted attention time <= quota; binary-search
+    the largest chunk of the overflowing request that still fits, then close the batch."""
+    shapes: list[tuple[int, int]] = []
+    batch: list[BatchItem] = []
+    while ready:
+        req = ready[0]
+        remaining = req.prompt - req.computed
+        trial = [*shapes, (req.computed, remaining)]
+        if _within_quota(attention_time(trial), limits) and _fits_hbm(
+            trial, limits.kv_bytes_per_token, hbm_free
+        ):
+            ready.popleft()
+            shapes.append((req.computed, remaining))
+            batch.append(BatchItem(req, remaining))
+            continue
+        chunk = _largest_chunk(shapes, req, remaining, attention_time, limits, hbm_free)
+        if chunk == 0 and not batch:
+            chunk = 1  # always make progress, even if one token busts the quota
+        if chunk > 0:
+            if chunk == remaining:
+                ready.popleft()
+            batch.append(BatchItem(req, chunk))
+        break
+    return batch
+
+
+def _largest_chunk(
+    shapes: list[tuple[int, int]],
+    req: Request,
+    remaining: int,
+    attention_time: AttentionTime,
+    limits: Limits,
+    hbm_free: float | None,
+) -> int:
+    lo, hi = 0, remaining
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = [*shapes, (req.computed, mid)]
+        if _within_quota(attention_time(trial), limits) and _fits_hbm(
+            trial, limits.kv_bytes_per_token, hbm_free
+        ):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

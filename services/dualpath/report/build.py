@@ -1,0 +1,187 @@
+"""Turn a finished run into the report dict (schema `dualpath.report/v1`).
+
+Every time in the report is emulated seconds. The contract keys are listed in
+docs/report.md; extra keys may be added, never removed or renamed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from dualpath.links import Link
+    from dualpath.runtime.cluster import Cluster
+
+SCHEMA = "dualpath.report/v1"
+BALANCE_WINDOW_S = 10.0  # "a small time window" for storage-NIC max/avg (paper Fig. 13)
+LOADED_FRACTION = 0.8  # balance ratios lose meaning as the run drains (paper §7.5)
+EARLY_FRACTION = 0.05  # attention max/avg is reported over the first 5% (paper Fig. 14)
+
+
+def dist(values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0, "n": 0}
+    a = np.asarray(values, dtype=float)
+    return {
+        "mean": float(a.mean()),
+        "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
+        "p99": float(np.percentile(a, 99)),
+        "n": len(values),
+    }
+
+
+def _latency(cluster: Cluster) -> dict[str, Any]:
+    ttft, ttst, tpot = [], [], []
+    for r in cluster.metrics.requests:
+        ttft.append(r.t_first - r.arrival)
+        if r.gen >= 2:
+            ttst.append(r.t_second - r.t_first)
+        if r.gen >= 3:
+            tpot.append((r.t_last - r.t_second) / (r.gen - 2))
+    return {"ttft_s": dist(ttft), "ttst_s": dist(ttst), "tpot_s": dist(tpot)}
+
+
+def _windowed(link: Link, bucket_s: float, window_s: float, n_windows: int) -> np.ndarray:
+    per = max(1, round(window_s / bucket_s))
+    series = np.zeros(n_windows * per)
+    raw = link.series(bucket_s)[: len(series)]
+    series[: len(raw)] = raw
+    return series.reshape(n_windows, per).sum(axis=1)
+
+
+def _snic(cluster: Cluster, jct: float) -> dict[str, Any]:
+    fabric = cluster.hw.fabric
+    per_node: dict[str, Any] = {}
+    for name, node in cluster.hw.nodes.items():
+        per_node[name] = {
+            "read_util": node.snic_rx.utilization(jct),
+            "write_util": node.snic_tx.utilization(jct),
+            "bytes_read": node.snic_rx.bytes_total,
+            "bytes_written": node.snic_tx.bytes_total,
+        }
+    n_windows = max(1, int(jct * LOADED_FRACTION / BALANCE_WINDOW_S))
+    rows = np.array(
+        [
+            _windowed(n.snic_rx, fabric.bucket_s, BALANCE_WINDOW_S, n_windows)
+            for n in cluster.hw.nodes.values()
+        ]
+    )
+    avg = rows.mean(axis=0)
+    mask = avg > 0
+    ratios = rows.max(axis=0)[mask] / avg[mask]
+    return {
+        "per_node": per_node,
+        "balance_max_over_avg": float(ratios.mean()) if ratios.size else 0.0,
+        "balance_window_s": BALANCE_WINDOW_S,
+    }
+
+
+def _cnic(cluster: Cluster, jct: float) -> dict[str, Any]:
+    by_vl: dict[str, float] = {}
+    capacity = 0.0
+    for gpu in cluster.hw.gpus.values():
+        for link in (gpu.cnic_rx, gpu.cnic_tx):
+            capacity += link.rate_bps * jct
+            for vl, nbytes in link.bytes_by_vl.items():
+                by_vl[str(vl)] = by_vl.get(str(vl), 0.0) + nbytes
+    util = {vl: (b / capacity if capacity else 0.0) for vl, b in sorted(by_vl.items())}
+    return {"bytes_by_vl": dict(sorted(by_vl.items())), "util_by_vl": util}
+
+
+def _gpu(cluster: Cluster, jct: float) -> dict[str, Any]:
+    m = cluster.metrics
+    pe = [e.engine_id for u in cluster.prefill_units for e in u.engines]
+    de = [e.engine_id for u in cluster.decode_units for e in u.engines]
+
+    def busy(ids: list[str]) -> float:
+        return sum(m.busy_s.get(i, 0.0) for i in ids) / (len(ids) * jct) if jct > 0 else 0.0
+
+    early = [r for t, r in m.attention_balance if t <= EARLY_FRACTION * jct]
+    return {
+        "prefill_busy": busy(pe),
+        "decode_busy": busy(de),
+        "attention_balance_max_over_avg": float(np.mean(early)) if early else 0.0,
+        "attention_balance_all_run": float(np.mean([r for _, r in m.attention_balance]))
+        if m.attention_balance
+        else 0.0,
+        "forwards": m.forwards,
+        "decode_chunks": m.decode_chunks,
+    }
+
+
+def _tokens(cluster: Cluster) -> dict[str, int]:
+    reqs = cluster.metrics.requests
+    hit = sum(r.hit for r in reqs)
+    prompt = sum(r.prompt for r in reqs)
+    return {
+        "hit": hit,
+        "miss": prompt - hit,
+        "generated": sum(r.gen for r in reqs),
+        "hit_rate": hit / prompt if prompt else 0.0,  # type: ignore[dict-item]
+    }
+
+
+def _integrity(cluster: Cluster) -> dict[str, Any]:
+    i = cluster.metrics.integrity
+    out: dict[str, Any] = {
+        "blocks_read": i.blocks_read,
+        "blocks_persisted": i.blocks_persisted,
+        "blocks_lost": i.blocks_lost,
+        "blocks_corrupted": i.blocks_corrupted,
+        "bytes_from_storage": i.bytes_from_storage,
+        "bytes_to_prefill_hbm": i.bytes_to_prefill_hbm,
+        "bytes_reloaded_for_chunks": i.bytes_reloaded,
+        "bytes_persisted": i.bytes_persisted,
+    }
+    out["conservation_ok"] = (
+        abs(i.bytes_from_storage - i.bytes_to_prefill_hbm) <= 1e-6 * max(1.0, i.bytes_from_storage)
+        and i.blocks_lost == 0
+        and i.blocks_corrupted == 0
+    )
+    return out
+
+
+def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
+    m = cluster.metrics
+    sc = cluster.scenario
+    reqs = m.requests
+    return {
+        "schema": SCHEMA,
+        "scenario": sc.model_dump(mode="json"),
+        "policy": {
+            "name": cluster.policy.name,
+            "layerwise": cluster.policy.layerwise,
+            "dual_path": cluster.policy.dual_path,
+            "oracle": cluster.policy.oracle,
+            "alpha_tokens": cluster.limits.alpha,
+            "beta_tokens": cluster.limits.beta,
+            "compute_quota_s": cluster.limits.compute_quota_s,
+        },
+        "mode": sc.workload.mode,
+        "runtime": {
+            "kind": "virtual",
+            "dilation": cluster.clock.dilation,
+            "lag_p99_s": 0.0,  # virtual time never lags: every event runs at its emulated time
+            "wall_s": wall_s,
+            "emulated_per_wall": jct / wall_s if wall_s > 0 else 0.0,
+            "flows": cluster.hw.fabric.flows_started,
+        },
+        "jct_s": jct,
+        "requests": {
+            "completed": len(reqs),
+            "failed": m.failed,
+            "per_s": len(reqs) / jct if jct > 0 else 0.0,
+        },
+        "tokens": _tokens(cluster),
+        "latency": _latency(cluster),
+        "read_path": dict(m.read_path),
+        "read_bytes_by_path": dict(m.bytes_by_path),
+        "snic": _snic(cluster, jct),
+        "cnic": _cnic(cluster, jct),
+        "gpu": _gpu(cluster, jct),
+        "integrity": _integrity(cluster),
+    }

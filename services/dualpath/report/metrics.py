@@ -1,0 +1,74 @@
+"""What the engines record during a run; the report is computed from this afterwards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dualpath.engines.request import ReadPath, Request
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    session: int
+    turn: int
+    prompt: int
+    hit: int
+    gen: int
+    path: str
+    arrival: float
+    t_first: float
+    t_second: float
+    t_last: float
+
+
+@dataclass(slots=True)
+class Integrity:
+    blocks_read: int = 0
+    blocks_persisted: int = 0
+    blocks_lost: int = 0
+    blocks_corrupted: int = 0
+    bytes_from_storage: float = 0.0
+    bytes_to_prefill_hbm: float = 0.0  # hit KV loaded into PE HBM, first chunk, both paths
+    bytes_reloaded: float = 0.0  # cached KV loaded again for later chunks of a request
+    bytes_persisted: float = 0.0
+
+
+@dataclass(slots=True)
+class Metrics:
+    """Append-only run record. Times are emulated seconds."""
+
+    requests: list[RequestRecord] = field(default_factory=list)
+    failed: int = 0
+    read_path: dict[str, int] = field(default_factory=lambda: {"pe": 0, "de": 0})
+    bytes_by_path: dict[str, float] = field(default_factory=lambda: {"pe": 0.0, "de": 0.0})
+    integrity: Integrity = field(default_factory=Integrity)
+    # engine_id -> busy seconds (roofline compute time of its own batches)
+    busy_s: dict[str, float] = field(default_factory=dict)
+    # (time, max/avg attention time across the GPUs of one lockstep unit) per forward
+    attention_balance: list[tuple[float, float]] = field(default_factory=list)
+    forwards: int = 0
+    decode_chunks: int = 0
+    end_time: float = 0.0
+
+    def add_busy(self, engine_id: str, seconds: float) -> None:
+        self.busy_s[engine_id] = self.busy_s.get(engine_id, 0.0) + seconds
+
+    def record_path(self, path: ReadPath, nbytes: float) -> None:
+        self.read_path[path.value] += 1
+        self.bytes_by_path[path.value] += nbytes
+
+    def finish(self, req: Request) -> None:
+        self.requests.append(
+            RequestRecord(
+                session=req.session,
+                turn=req.turn,
+                prompt=req.prompt,
+                hit=req.hit,
+                gen=req.gen,
+                path=req.path.value,
+                arrival=req.arrival,
+                t_first=req.t_first,
+                t_second=req.t_second,
+                t_last=req.t_last,
+            )
+        )

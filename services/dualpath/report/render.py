@@ -1,0 +1,73 @@
+"""Human views of a report: a terminal summary table and a Markdown page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+
+def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    lat = r["latency"]
+    snic, gpu, integ, rt = r["snic"], r["gpu"], r["integrity"], r["runtime"]
+    sc = r["scenario"]
+    topo = sc["topology"]
+
+    def ms(d: dict[str, float]) -> str:
+        return f"{d['p50'] * 1e3:.0f} / {d['p90'] * 1e3:.0f} / {d['p99'] * 1e3:.0f} ms"
+
+    paths = r["read_path"]
+    return [
+        ("scenario", f"{sc['name']}: {sc['model']} on {sc['gpu']}, "
+         f"{topo['prefill_nodes']}P{topo['decode_nodes']}D x {topo['gpus_per_node']} GPUs"),
+        ("policy", r["policy"]["name"]),
+        ("agents / turns", f"{sc['workload']['agents']} / {r['requests']['completed']}"),
+        ("JCT (emulated)", f"{r['jct_s']:.1f} s"),
+        ("TTFT p50/p90/p99", ms(lat["ttft_s"])),
+        ("TTST p50/p90/p99", ms(lat["ttst_s"])),
+        ("TPOT p50/p90/p99", ms(lat["tpot_s"])),
+        ("hit rate", f"{r['tokens']['hit_rate'] * 100:.1f} %"),
+        ("read path PE / DE", f"{paths['pe']} / {paths['de']}"),
+        ("SNIC max/avg", f"{snic['balance_max_over_avg']:.2f}"),
+        ("GPU busy P / D", f"{gpu['prefill_busy'] * 100:.0f} % / {gpu['decode_busy'] * 100:.0f} %"),
+        ("attention max/avg (first 5%)", f"{gpu['attention_balance_max_over_avg']:.2f}"),
+        ("blocks read / persisted", f"{integ['blocks_read']} / {integ['blocks_persisted']}"),
+        ("lost / corrupted", f"{integ['blocks_lost']} / {integ['blocks_corrupted']}"),
+        ("conservation", "ok" if integ["conservation_ok"] else "VIOLATED"),
+        ("runtime", f"{rt['kind']}, {rt['wall_s']:.1f} s wall, "
+         f"{rt['emulated_per_wall']:.0f} emulated s per wall s, lag p99 {rt['lag_p99_s']:.3f} s"),
+    ]  # fmt: skip
+
+
+def summary_table(report: dict[str, Any]) -> Table:
+    table = Table(title="DualPath testbed run (all times emulated)", show_header=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value")
+    for k, v in _rows(report):
+        table.add_row(k, v)
+    return table
+
+
+def markdown_report(report: dict[str, Any]) -> str:
+    lines = [
+        "# DualPath testbed run",
+        "",
+        "All times are emulated seconds "
+        f"(runtime: {report['runtime']['kind']}, dilation {report['runtime']['dilation']}, "
+        f"measured lag p99 {report['runtime']['lag_p99_s']} s).",
+        "",
+        "| metric | value |",
+        "| --- | --- |",
+    ]
+    lines += [f"| {k} | {v} |" for k, v in _rows(report)]
+    lines += ["", "## SNIC per node", "", "| node | read util | write util | GB read |", "| --- | --- | --- | --- |"]
+    for node, s in report["snic"]["per_node"].items():
+        lines.append(
+            f"| {node} | {s['read_util'] * 100:.1f} % | {s['write_util'] * 100:.1f} % | "
+            f"{s['bytes_read'] / 1e9:.1f} |"
+        )
+    lines += ["", "## CNIC bytes by virtual lane", "", "| VL | GB | utilisation |", "| --- | --- | --- |"]
+    cnic = report["cnic"]
+    for vl, b in cnic["bytes_by_vl"].items():
+        lines.append(f"| {vl} | {b / 1e9:.1f} | {cnic['util_by_vl'][vl] * 100:.2f} % |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,184 @@
+"""Composition root of the in-process runtime: one Scenario -> one wired cluster.
+
+Everything is constructed here and injected; nothing below builds its own collaborators.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from dualpath.blocks import BlockStore, ChainRegistry, full_block_bytes
+from dualpath.config.settings import Scenario
+from dualpath.core.clock import Clock
+from dualpath.engines.context import EngineContext, FaultPlan
+from dualpath.engines.decode import DecodeUnit
+from dualpath.engines.hardware import GBPS_TO_BYTES, GBS_TO_BYTES, Hardware, add_gpu, add_node
+from dualpath.engines.prefill import PrefillUnit
+from dualpath.engines.request import EngineState, NodeState
+from dualpath.engines.scheduler import GlobalScheduler
+from dualpath.links import Fabric, VlArbitration
+from dualpath.policies.base import Limits, SchedulingPolicy
+from dualpath.policies.registry import default_registry
+from dualpath.report.metrics import Metrics
+from dualpath.roofline import Roofline, load_gpu, load_model
+
+
+U = TypeVar("U")
+
+
+class TopologyError(ValueError):
+    """The scenario cannot run (e.g. weights do not fit in HBM)."""
+
+
+@dataclass(slots=True, eq=False)
+class Cluster:
+    scenario: Scenario
+    clock: Clock
+    hw: Hardware
+    metrics: Metrics
+    policy: SchedulingPolicy
+    scheduler: GlobalScheduler
+    prefill_units: list[PrefillUnit]
+    decode_units: list[DecodeUnit]
+    prefill_roofline: Roofline
+    decode_roofline: Roofline
+    limits: Limits
+
+
+def _groups(n_nodes: int, group_nodes: int) -> list[list[int]]:
+    size = group_nodes or n_nodes
+    if n_nodes % size:
+        raise TopologyError(
+            f"topology: {n_nodes} nodes cannot be split into groups of {size} whole nodes; "
+            "set prefill_group_nodes/decode_group_nodes to a divisor of the node count"
+        )
+    return [list(range(i, i + size)) for i in range(0, n_nodes, size)]
+
+
+def _layer_groups(layers: int, per_group: int, layerwise: bool) -> list[int]:
+    if not layerwise:
+        return [layers]  # Basic: the whole prompt's KV is loaded before the forward
+    full, rest = divmod(layers, per_group)
+    return [per_group] * full + ([rest] if rest else [])
+
+
+def _build_side(
+    sc: Scenario, hw: Hardware, role: str, n_nodes: int, group_nodes: int, kv_hbm: float
+) -> list[list[EngineState]]:
+    h, g = sc.hardware, sc.topology.gpus_per_node
+    arb = VlArbitration(
+        high=dict(sc.vl.high),
+        low=dict(sc.vl.low),
+        high_limit=sc.vl.high_limit,
+        mtu_bytes=sc.vl.mtu_bytes,
+        isolation=sc.vl.isolation,
+    )
+    groups: list[list[EngineState]] = []
+    for gi, node_ids in enumerate(_groups(n_nodes, group_nodes)):
+        engines: list[EngineState] = []
+        for n in node_ids:
+            node = NodeState(name=f"{role}{n}", role=role, index=n)
+            add_node(
+                hw, node, h.snic_gbps * GBPS_TO_BYTES, h.dram_gbs * GBS_TO_BYTES, h.dram_buffer_gb * 1e9
+            )
+            for gpu in range(g):
+                e = EngineState(f"{role}{n}.gpu{gpu}", n * g + gpu, node, gi, gpu, free_hbm=kv_hbm)
+                add_gpu(hw, e, h.cnic_gbps * GBPS_TO_BYTES, arb, kv_hbm)
+                engines.append(e)
+        groups.append(engines)
+    return groups
+
+
+def _kv_hbm(sc: Scenario, rl: Roofline, hbm_gb: float, side: str) -> float:
+    weights = rl.weight_bytes_per_gpu()
+    free = hbm_gb * 1e9 - weights - sc.hardware.hbm_reserve_gb * 1e9
+    if free <= 0:
+        raise TopologyError(
+            f"topology: {sc.model} weights need {weights / 1e9:.1f} GB per {side} GPU but "
+            f"{sc.gpu} has {hbm_gb:.0f} GB HBM ({sc.hardware.hbm_reserve_gb:.0f} GB reserved); "
+            f"use more {side} nodes (larger EP group) or a GPU with more HBM"
+        )
+    return free
+
+
+def derive_limits(
+    sc: Scenario, rl: Roofline, mean_context: int, mean_append: int
+) -> Limits:
+    """α and β from the profiles (paper A.4), unless the scenario overrides them."""
+    kv_token = rl.kv_bytes_per_token
+    snic_bps = sc.hardware.snic_gbps * GBPS_TO_BYTES
+    alpha = sc.policy.alpha_tokens or int(snic_bps * sc.policy.alpha_s / kv_token)
+    tps = rl.tokens_per_second(mean_context, max(1, mean_append))
+    beta = sc.policy.beta_tokens or int(tps * sc.policy.beta_s)
+    return Limits(alpha, beta, sc.engine.compute_quota_ms / 1000, kv_token)
+
+
+def build_cluster(
+    sc: Scenario, clock: Clock, mean_context: int, mean_append: int
+) -> Cluster:
+    model, gpu = load_model(sc.model), load_gpu(sc.gpu)
+    t = sc.topology
+    pe_group_gpus = (t.prefill_group_nodes or t.prefill_nodes) * t.gpus_per_node
+    de_group_gpus = (t.decode_group_nodes or t.decode_nodes) * t.gpus_per_node
+    pe_rl = Roofline(model, gpu, pe_group_gpus)
+    de_rl = Roofline(model, gpu, de_group_gpus)
+    hbm_gb = sc.hardware.hbm_gb or gpu.hbm_gb
+    total_snic = (t.prefill_nodes + t.decode_nodes) * sc.hardware.snic_gbps * GBPS_TO_BYTES
+    storage_bps = (sc.hardware.storage_gbs or 1.5 * total_snic / GBS_TO_BYTES) * GBS_TO_BYTES
+    fabric = Fabric(clock)
+    hw = Hardware(
+        fabric,
+        fabric.add_link("storage.read", storage_bps),
+        fabric.add_link("storage.write", storage_bps),
+    )
+    pe_groups = _build_side(
+        sc, hw, "prefill", t.prefill_nodes, t.prefill_group_nodes, _kv_hbm(sc, pe_rl, hbm_gb, "prefill")
+    )
+    de_groups = _build_side(
+        sc, hw, "decode", t.decode_nodes, t.decode_group_nodes, _kv_hbm(sc, de_rl, hbm_gb, "decode")
+    )
+    limits = derive_limits(sc, pe_rl, mean_context, mean_append)
+    policy = default_registry().create(sc.policy.name, limits, sc.seed)
+    metrics = Metrics()
+    pe_ctx = EngineContext(
+        clock=clock,
+        hw=hw,
+        roofline=pe_rl,
+        store=BlockStore(),
+        chains=ChainRegistry(),
+        metrics=metrics,
+        policy=policy,
+        engine=sc.engine,
+        vl=sc.vl,
+        layer_groups=_layer_groups(model.layers, sc.engine.layer_group, policy.layerwise),
+        full_block_bytes=full_block_bytes(
+            pe_rl.kv_bytes_per_token_layer, pe_rl.layers, sc.engine.block_tokens
+        ),
+        kv_token_layer=pe_rl.kv_bytes_per_token_layer,
+        kv_token=pe_rl.kv_bytes_per_token,
+        faults=FaultPlan(sc.faults.corrupt_blocks),
+    )
+    de_ctx = dataclasses.replace(pe_ctx, roofline=de_rl)
+    sched = GlobalScheduler(pe_ctx, pe_groups, de_groups)
+    moe = pe_rl.a2a_bytes_per_layer(1) > 0
+    pe_units = _units(pe_groups, moe, lambda es: PrefillUnit(pe_ctx, es, sched.on_prefilled, sched.on_pe_released))
+    de_units = _units(de_groups, moe, lambda es: DecodeUnit(de_ctx, es, sched.on_decoded))
+    for u in pe_units:
+        sched.pe_unit.update({e.engine_id: u for e in u.engines})
+    for d in de_units:
+        sched.de_unit.update({e.engine_id: d for e in d.engines})
+    return Cluster(sc, clock, hw, metrics, policy, sched, pe_units, de_units, pe_rl, de_rl, limits)
+
+
+def _units(
+    groups: list[list[EngineState]], lockstep: bool, make: Callable[[list[EngineState]], U]
+) -> list[U]:
+    """One unit per EP group (MoE: GPUs step together) or per GPU (dense, DP only)."""
+    units: list[U] = []
+    for group in groups:
+        members = [group] if lockstep else [[e] for e in group]
+        units.extend(make(m) for m in members)
+    return units
