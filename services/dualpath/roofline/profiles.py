@@ -1,0 +1,244 @@
+"""Model and GPU profiles: frozen pydantic schemas over the YAML data files.
+
+The numbers live in `dualpath/profiles/{models,gpus}/*.yaml` (package data), never in code,
+so a user can add a model or a GPU by dropping a file next to them or passing a path. Every
+file carries a `source:` string that cites `reference/constants.md` tags and states any fit.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+AttentionKind = Literal["gqa", "mla", "dsa"]
+GemmDtype = Literal["bf16", "fp8"]
+
+_PROFILE_ROOT = ("profiles",)
+
+
+class ProfileError(ValueError):
+    """A profile name, file or field is wrong; the message names it and what is accepted."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AttentionSpec(_Frozen):
+    """Attention geometry. `gqa` uses n_kv_heads/head_dim; `mla`/`dsa` use the MLA ranks."""
+
+    kind: AttentionKind
+    n_heads: int = Field(gt=0)
+    # GQA
+    n_kv_heads: int = Field(default=0, ge=0)
+    head_dim: int = Field(default=0, ge=0)
+    # MLA (absorbed / MQA mode: d_qk = kv_lora + rope, d_v = kv_lora)
+    q_lora_rank: int = Field(default=0, ge=0)  # 0 = no q-LoRA (DS 27B, paper A.2)
+    kv_lora_rank: int = Field(default=0, ge=0)
+    qk_rope_dim: int = Field(default=0, ge=0)
+    qk_nope_dim: int = Field(default=0, ge=0)
+    v_head_dim: int = Field(default=0, ge=0)
+    # DSA lightning indexer
+    index_heads: int = Field(default=0, ge=0)
+    index_head_dim: int = Field(default=0, ge=0)
+    index_topk: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _check_kind_fields(self) -> AttentionSpec:
+        need: dict[str, tuple[str, ...]] = {
+            "gqa": ("n_kv_heads", "head_dim"),
+            "mla": ("kv_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim"),
+            "dsa": (
+                "kv_lora_rank",
+                "qk_rope_dim",
+                "qk_nope_dim",
+                "v_head_dim",
+                "index_heads",
+                "index_head_dim",
+                "index_topk",
+            ),
+        }
+        missing = [f for f in need[self.kind] if getattr(self, f) == 0]
+        if missing:
+            raise ValueError(f"attention kind {self.kind!r} needs non-zero {', '.join(missing)}")
+        return self
+
+
+class KvSpec(_Frozen):
+    """Bytes one token's KV occupies in one layer, as stored and transferred."""
+
+    bytes_per_token_layer: int = Field(gt=0)
+    dtype: str
+    # DSA indexer keys: read by the indexer every step but NOT counted as KV (Table 1 is
+    # reproduced with the 656 B MLA entry only, constants.md §5b/§6.4).
+    indexer_bytes_per_token_layer: int = Field(default=0, ge=0)
+
+
+class FfnSpec(_Frozen):
+    dense_intermediate: int = Field(gt=0)
+    moe_intermediate: int = Field(default=0, ge=0)
+    n_routed: int = Field(default=0, ge=0)  # 0 = dense model
+    n_active: int = Field(default=0, ge=0)
+    n_shared: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _check_moe(self) -> FfnSpec:
+        if self.n_routed and not (self.moe_intermediate and 0 < self.n_active <= self.n_routed):
+            raise ValueError("MoE ffn needs moe_intermediate > 0 and 0 < n_active <= n_routed")
+        return self
+
+
+class ModelProfile(_Frozen):
+    name: str
+    display_name: str
+    source: str = Field(min_length=1)
+    layers: int = Field(gt=0)
+    dense_layers: int = Field(ge=0)  # leading dense-FFN layers (all layers when not MoE)
+    hidden: int = Field(gt=0)
+    vocab: int = Field(gt=0)
+    weight_bytes: float = Field(gt=0)  # per linear-layer parameter (FP8 = 1, BF16 = 2)
+    embed_bytes: float = Field(gt=0)  # embedding and LM head stay BF16 in FP8 checkpoints
+    gemm_dtype: GemmDtype
+    attention: AttentionSpec
+    kv: KvSpec
+    ffn: FfnSpec
+
+    @model_validator(mode="after")
+    def _check_layers(self) -> ModelProfile:
+        if self.dense_layers > self.layers:
+            raise ValueError("dense_layers exceeds layers")
+        if not self.ffn.n_routed and self.dense_layers != self.layers:
+            raise ValueError("a dense model (ffn.n_routed = 0) needs dense_layers == layers")
+        return self
+
+
+class KernelEfficiency(_Frozen):
+    """Kernel-level fractions of peak: upper bounds from microbenchmarks (constants.md §1b)."""
+
+    source: str = Field(min_length=1)
+    gemm_max: float = Field(gt=0, le=1)  # η_c(M) = gemm_max · M / (M + gemm_m_half)
+    gemm_m_half: float = Field(ge=0)  # tokens per GEMM (per expert) at half of gemm_max
+    attn_prefill: float = Field(gt=0, le=1)
+    attn_decode: float = Field(gt=0, le=1)
+    attn_decode_sparse: float = Field(gt=0, le=1)
+    mem: float = Field(gt=0, le=1)
+    mem_attn_decode: float = Field(gt=0, le=1)
+    op_overhead_s: float = Field(ge=0)  # per roofline operator (launch, tail)
+
+
+class EndToEndFit(_Frozen):
+    """System-level factors fitted to production throughput (calibration.py)."""
+
+    source: str = Field(min_length=1)
+    prefill_scale: float = Field(gt=0, le=1)  # multiplies every η in prefill
+    decode_scale: float = Field(gt=0, le=1)  # multiplies every η in decode
+    layer_overhead_s: float = Field(ge=0)  # per layer per forward / step (sync, launch)
+    step_overhead_s: float = Field(ge=0)  # per decode step (CPU scheduling, sampling)
+
+
+class GpuProfile(_Frozen):
+    name: str
+    display_name: str
+    source: str = Field(min_length=1)
+    bf16_tflops: float = Field(gt=0)
+    fp8_tflops: float = Field(gt=0)
+    hbm_gb: float = Field(gt=0)
+    hbm_tb_s: float = Field(gt=0)
+    kernel: KernelEfficiency
+    end_to_end: EndToEndFit
+
+    def peak_flops(self, dtype: GemmDtype) -> float:
+        return (self.fp8_tflops if dtype == "fp8" else self.bf16_tflops) * 1e12
+
+
+_P = TypeVar("_P", bound=BaseModel)
+
+
+def _dir(kind: str) -> Traversable:
+    return resources.files("dualpath").joinpath(*_PROFILE_ROOT, kind)
+
+
+def _names(kind: str) -> list[str]:
+    return sorted(
+        p.name.removesuffix(".yaml") for p in _dir(kind).iterdir() if p.name.endswith(".yaml")
+    )
+
+
+def model_names() -> list[str]:
+    """Names of the model profiles shipped with the package."""
+    return _names("models")
+
+
+def gpu_names() -> list[str]:
+    """Names of the GPU profiles shipped with the package."""
+    return _names("gpus")
+
+
+def _is_path(name_or_path: str) -> bool:
+    return name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path
+
+
+def _read(kind: str, what: str, name_or_path: str) -> tuple[str, str]:
+    """Return (file label, YAML text) for a shipped name or a filesystem path."""
+    if _is_path(name_or_path):
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ProfileError(f"{what} profile file not found: {name_or_path}")
+        return str(path), path.read_text(encoding="utf-8")
+    entry = _dir(kind).joinpath(f"{name_or_path}.yaml")
+    if not entry.is_file():
+        accepted = ", ".join(_names(kind))
+        raise ProfileError(
+            f"unknown {what} {name_or_path!r}; accepted: {accepted} (or a path to a .yaml file)"
+        )
+    return f"profiles/{kind}/{name_or_path}.yaml", entry.read_text(encoding="utf-8")
+
+
+def _parse(cls: type[_P], label: str, text: str) -> _P:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{label}: malformed YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(f"{label}: expected a mapping at the top level")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"field '{'.'.join(str(p) for p in err['loc']) or '<root>'}': {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ProfileError(f"{label}: {problems}") from exc
+
+
+def load_model(name_or_path: str) -> ModelProfile:
+    """Load a model profile by shipped name (see `model_names()`) or YAML path."""
+    label, text = _read("models", "model", name_or_path)
+    return _parse(ModelProfile, label, text)
+
+
+def load_gpu(name_or_path: str) -> GpuProfile:
+    """Load a GPU profile by shipped name (see `gpu_names()`) or YAML path."""
+    label, text = _read("gpus", "gpu", name_or_path)
+    return _parse(GpuProfile, label, text)
+
+
+__all__ = [
+    "AttentionSpec",
+    "EndToEndFit",
+    "FfnSpec",
+    "GpuProfile",
+    "KernelEfficiency",
+    "KvSpec",
+    "ModelProfile",
+    "ProfileError",
+    "gpu_names",
+    "load_gpu",
+    "load_model",
+    "model_names",
+]
