@@ -57,7 +57,7 @@ class VirtualLanes(_Section):
 class Engine(_Section):
     block_tokens: int = Field(64, ge=1, description="tokens per KV block")
     layer_group: int = Field(
-        8, ge=1, description="layers coalesced into one emulated step (1 = per layer)"
+        16, ge=1, description="layers coalesced into one emulated step (1 = per layer)"
     )
     compute_quota_ms: float = Field(300.0, gt=0, description="PE attention-time cap per forward")
     decode_chunk_steps: int = Field(

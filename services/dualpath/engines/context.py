@@ -39,6 +39,17 @@ class EngineContext:
     kv_token_layer: int  # KV bytes per token per layer
     kv_token: int  # KV bytes per token, all layers
     faults: FaultPlan
+    gpus_per_node: int
+
+    def a2a_bytes(self, tokens: int, n_layers: int) -> float:
+        """Expert all-to-all bytes one GPU puts on its CNIC for `tokens` over `n_layers`.
+
+        DeepEP sends a token once per remote node and fans out over NVLink inside the node,
+        so only the RDMA share crosses the CNIC (0 when the EP group is a single node).
+        """
+        rl = self.roofline
+        per_layer = rl.a2a_rdma_bytes_per_layer(tokens, self.gpus_per_node)
+        return per_layer * n_layers * rl.moe_layers / rl.layers
 
     def move(
         self, nbytes: float, hops: list[Link], vl: int, on_done: Callable[[], None]

@@ -3,20 +3,36 @@ run batched decode steps, persist every completed block through the node's SNIC.
 
 All running requests are in every step (DEs batch everything, paper §6.2). The GPUs of
 one EP group step in lockstep, so a `DecodeUnit` owns one EP group (or one GPU for dense
-models). While the batch is stable, up to `decode_chunk_steps` steps are emulated as one
-event; a request that joins mid-chunk cuts the chunk at the next step boundary, so
-coalescing never delays a token.
+models). Work per emulated step is O(engines), not O(requests): each engine keeps running
+sums of its batch's contexts, a request's progress is derived from the unit's step
+counter, and a chunk of steps runs as one event until the next thing that changes the
+batch (a join, a completion) or a persist flush is due. A join cuts the current chunk at
+the next step boundary, so coalescing never delays a token.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Sequence
 
 from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext, RequestHook
 from dualpath.engines.request import EngineState, Request
-from dualpath.links import Flow
+from dualpath.links import Link
+
+
+class _Batch:
+    """One DE's running requests and the sums a decode step's roofline needs."""
+
+    __slots__ = ("att_sum", "ctx_sum", "engine", "growing", "reqs")
+
+    def __init__(self, engine: EngineState) -> None:
+        self.engine = engine
+        self.reqs: dict[int, Request] = {}
+        self.ctx_sum = 0  # Σ context over the batch at the unit's current step
+        self.att_sum = 0  # Σ attended keys (DSA caps each at top-k)
+        self.growing = 0  # requests whose attended keys still grow by one per step
 
 
 class DecodeUnit:
@@ -25,10 +41,15 @@ class DecodeUnit:
     ) -> None:
         self.ctx = ctx
         self.engines = list(engines)
-        self.running: dict[str, list[Request]] = {e.engine_id: [] for e in engines}
+        self.batches = {e.engine_id: _Batch(e) for e in engines}
+        self.step = 0  # decode steps this unit has completed
+        self._finish: list[tuple[int, int, Request]] = []  # (last step, rid, request)
         self._joining: list[Request] = []
-        self._on_done = on_done
+        self._fresh: list[Request] = []  # joined at the start of the current chunk
+        self._next_flush = ctx.engine.decode_chunk_steps
         self._wake: asyncio.Future[None] | None = None
+        self._on_done = on_done
+        self._topk = ctx.roofline.attended(1 << 40)
 
     # --- arrival of a prefilled request -------------------------------------------------
     def receive(self, req: Request) -> None:
@@ -36,45 +57,53 @@ class DecodeUnit:
         de = req.de
         assert de is not None
         ctx = self.ctx
-        ctx.move(req.prompt * ctx.kv_token, ctx.hw.h2d_hops(de), ctx.vl.kv_vl, lambda: self._join(req))
+        hops = ctx.hw.h2d_hops(de)
+        ctx.move(req.prompt * ctx.kv_token, hops, ctx.vl.kv_vl, lambda: self._arrived(req))
 
-    def _join(self, req: Request) -> None:
+    def _arrived(self, req: Request) -> None:
         de = req.de
         assert de is not None
         self.ctx.hw.node_of(de).buffer.release(req.buffer_bytes)
         req.buffer_bytes = 0.0
         req.generated = 1  # the first token came from the PE
-        self._persist_ready(de, [req])
-        if req.generated >= req.gen:
-            req.t_last = req.t_first
+        self._persist([req], de)  # prompt blocks the prefill computed
+        if req.gen <= 1:
+            req.t_second = req.t_last = req.t_first
             self._complete(req)
             return
         self._joining.append(req)
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
+        self._wake_up()
 
     # --- the step loop ------------------------------------------------------------------
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            for req in self._joining:
-                assert req.de is not None
-                self.running[req.de.engine_id].append(req)
-            self._joining.clear()
-            if not any(self.running.values()):
+            self._admit()
+            if not self._finish:
                 self._wake = loop.create_future()
                 await self._wake
                 continue
             await self._chunk(loop)
 
+    def _admit(self) -> None:
+        for req in self._joining:
+            assert req.de is not None
+            b = self.batches[req.de.engine_id]
+            b.reqs[req.rid] = req
+            req.join_step = self.step
+            b.ctx_sum += req.prompt
+            req.att_join = self.ctx.roofline.attended(req.prompt)
+            b.att_sum += req.att_join
+            b.growing += req.att_join == req.prompt
+            heapq.heappush(self._finish, (self.step + req.gen - 1, req.rid, req))
+        self._fresh = self._joining
+        self._joining = []
+
     async def _chunk(self, loop: asyncio.AbstractEventLoop) -> None:
         ctx = self.ctx
-        k = ctx.engine.decode_chunk_steps
-        for reqs in self.running.values():
-            for r in reqs:
-                k = min(k, r.gen - r.generated)
-        step = self._step_time(k)
-        a2a = self._start_a2a(k)
+        k = min(ctx.engine.decode_chunk_steps, self._finish[0][0] - self.step)
+        k = max(1, min(k, self._next_flush - self.step))
+        step, per_engine = self._step_time(k)
         t0 = ctx.clock.now()
         self._wake = loop.create_future()
         timer = ctx.clock.call_at(t0 + k * step, self._wake_up)
@@ -83,73 +112,100 @@ class DecodeUnit:
         if ctx.clock.now() < t0 + k * step - 1e-12:  # a request joined: cut the chunk
             timer.cancel()
             steps = min(k, int((ctx.clock.now() - t0) / step) + 1)
-            for flow in a2a:
-                flow.cancel()
             await ctx.clock.sleep_until(t0 + steps * step)
         ctx.metrics.decode_chunks += 1
-        for e in self.engines:
-            if self.running[e.engine_id]:
-                ctx.metrics.add_busy(e.engine_id, steps * step)
+        for eid, t, model_bytes in per_engine:
+            ctx.metrics.add_busy(eid, t * steps)
+            ctx.metrics.model_bytes_analytic += model_bytes * steps
         self._advance(t0, step, steps)
 
     def _wake_up(self) -> None:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
-    def _step_time(self, k: int) -> float:
-        """Lockstep: the slowest GPU sets the step; contexts taken at mid-chunk."""
-        rl = self.ctx.roofline
-        longest = 0.0
-        for reqs in self.running.values():
-            if not reqs:
-                continue
-            n = len(reqs)
-            mid = (k - 1) / 2
-            ctx_sum = sum(r.prompt + r.generated for r in reqs) + int(n * mid)
-            att = sum(rl.attended(r.prompt + r.generated + int(mid)) for r in reqs)
-            longest = max(longest, rl.decode_step_time(n, ctx_sum, att))
-        return longest
-
-    def _start_a2a(self, k: int) -> list[Flow]:
+    def _step_time(self, k: int) -> tuple[float, list[tuple[str, float, float]]]:
+        """Lockstep: the slowest GPU sets the step (its compute, or its all-to-all)."""
         ctx = self.ctx
-        flows: list[Flow] = []
-        for e in self.engines:
-            n = len(self.running[e.engine_id])
-            nbytes = ctx.roofline.a2a_bytes_per_decode_step(n) * k if n else 0.0
+        rl = ctx.roofline
+        mid = (k - 1) // 2
+        longest = 0.0
+        per_engine: list[tuple[str, float, float]] = []
+        for b in self.batches.values():
+            n = len(b.reqs)
+            if not n:
+                continue
+            t = rl.decode_step_time(n, b.ctx_sum + n * mid, b.att_sum + b.growing * mid)
+            nbytes = ctx.a2a_bytes(n, rl.layers)
             if nbytes > 0:
-                gpu = ctx.hw.gpu_of(e)
-                flows.append(ctx.hw.fabric.start(nbytes, [gpu.cnic_tx], ctx.vl.model_vl))
-                flows.append(ctx.hw.fabric.start(nbytes, [gpu.cnic_rx], ctx.vl.model_vl))
-        return flows
+                gpu = ctx.hw.gpu_of(b.engine)
+                rate = min(self._model_rate(gpu.cnic_tx), self._model_rate(gpu.cnic_rx))
+                t = max(t, nbytes / rate)
+            per_engine.append((b.engine.engine_id, t, 2 * nbytes))
+            longest = max(longest, t)
+        return longest, per_engine
+
+    def _model_rate(self, link: Link) -> float:
+        """Rate the decode all-to-all gets on a CNIC with KV flows on it (analytic: one
+        decode step's traffic is too small and too frequent to emulate as flows)."""
+        vl = self.ctx.vl
+        kv = link.active_flows
+        if not kv:
+            return link.rate
+        if vl.isolation:
+            hl = vl.high_limit * 4096
+            return link.rate * hl / (hl + vl.mtu_bytes)
+        return link.rate / (1 + kv)
 
     def _advance(self, t0: float, step: float, steps: int) -> None:
-        for e in self.engines:
-            reqs = self.running[e.engine_id]
-            if not reqs:
-                continue
-            finished: list[Request] = []
-            for r in reqs:
-                before = r.generated
-                r.generated += steps
-                if before < 2 <= r.generated:
-                    r.t_second = t0 + (2 - before) * step
-                if r.generated >= r.gen:
-                    r.t_last = t0 + (r.gen - before) * step
-                    finished.append(r)
-            self._persist_ready(e, reqs)
-            if finished:
-                self.running[e.engine_id] = [r for r in reqs if r.generated < r.gen]
-                for r in finished:
-                    self._complete(r)
+        for req in self._fresh:
+            req.t_second = t0 + step
+        self._fresh = []
+        self.step += steps
+        for b in self.batches.values():
+            n = len(b.reqs)
+            b.ctx_sum += n * steps
+            b.att_sum += b.growing * steps
+        while self._finish and self._finish[0][0] <= self.step:
+            last, _, req = heapq.heappop(self._finish)
+            req.t_last = t0 + (last - (self.step - steps)) * step
+            req.generated = req.gen
+            self._leave(req)
+            self._complete(req)
+        if self.step >= self._next_flush:
+            self._next_flush = self.step + self.ctx.engine.decode_chunk_steps
+            for b in self.batches.values():
+                self._persist(list(b.reqs.values()), b.engine)
+
+    def _leave(self, req: Request) -> None:
+        assert req.de is not None
+        b = self.batches[req.de.engine_id]
+        del b.reqs[req.rid]
+        ctx_now = req.prompt + req.gen - 1
+        b.ctx_sum -= ctx_now
+        if req.att_join == req.prompt:  # its attended keys grew with every step
+            b.att_sum -= ctx_now
+            b.growing -= 1
+        else:
+            b.att_sum -= req.att_join
+        self._persist([req], req.de)
 
     # --- persistence and completion ---------------------------------------------------
-    def _persist_ready(self, de: EngineState, reqs: list[Request]) -> None:
+    def _generated(self, req: Request) -> int:
+        if req.rid in self._batch_of(req).reqs:
+            return min(req.gen, 1 + self.step - req.join_step)
+        return req.generated
+
+    def _batch_of(self, req: Request) -> _Batch:
+        assert req.de is not None
+        return self.batches[req.de.engine_id]
+
+    def _persist(self, reqs: list[Request], de: EngineState) -> None:
         """Persist every block that has filled since the last call, as one transfer."""
         ctx = self.ctx
         bt = ctx.engine.block_tokens
         ranges: list[BlockRange] = []
         for r in reqs:
-            full = (r.prompt + r.generated - 1) // bt  # KV exists for all but the newest token
+            full = (r.prompt + self._generated(r) - 1) // bt  # the newest token has no KV yet
             if full > r.persisted_blocks:
                 ranges.append(BlockRange(r.session, r.persisted_blocks, full))
                 r.persisted_blocks = full
@@ -177,4 +233,3 @@ class DecodeUnit:
         self.ctx.metrics.finish(req)
         req.done.set_result(None)
         self._on_done(req)
-

@@ -66,18 +66,55 @@ class PrefillUnit:
         return out
 
     async def _forward(self, batches: Batches) -> None:
+        """Layerwise pipeline: loads stream back to back, layer l computes once its KV is
+        in HBM and layer l-1 is done, and each layer's KV then streams to the DE buffer.
+
+        A step of g layers is exact for that pipeline when the load rate is steady within
+        the step: with its load running over [ls, le] (per layer d = (le - ls)/g) and its
+        compute taking g*c, the step's last layer ends at
+        max(prev_end + g*c, ls + d + g*c, le + c) — the first and last layers bound it.
+        """
         ctx = self.ctx
+        clock = ctx.clock
         self._record_attention(batches)
+        a2a = self._start_a2a(batches)
         outputs = Join()
-        nxt = self._start_loads(batches, 0)
-        for k, nl in enumerate(ctx.layer_groups):
+        pipeline_end = clock.now()
+        nxt, ls = self._start_loads(batches, 0), clock.now()
+        groups = ctx.layer_groups
+        first = 0
+        for k, nl in enumerate(groups):
             await nxt.wait()
-            if k + 1 < len(ctx.layer_groups):
-                nxt = self._start_loads(batches, k + 1)
-            await self._compute(batches, nl)
+            le = clock.now()
+            cur_ls = ls
+            if k + 1 < len(groups):
+                nxt, ls = self._start_loads(batches, k + 1), le
+            compute = self._compute_time(batches, first, nl)
+            first += nl
+            if ctx.policy.layerwise:
+                d = (le - cur_ls) / nl
+                pipeline_end = max(pipeline_end + compute, cur_ls + d + compute, le + compute / nl)
+            else:  # Basic: the whole prompt's KV must be in HBM before the forward starts
+                pipeline_end = max(pipeline_end, le) + compute
+            await clock.sleep_until(pipeline_end)
             self._start_outputs(batches, nl, outputs)
+        await a2a.wait()  # the forward ends when its expert all-to-all has moved too
         ctx.metrics.forwards += 1
         self._finish_forward(batches, outputs)
+
+    def _start_a2a(self, batches: Batches) -> Join:
+        """Expert all-to-all of the whole forward on the high-priority VL, one flow per CNIC
+        direction (per-layer flows would multiply events for no visible difference)."""
+        ctx = self.ctx
+        join = Join()
+        for eid, batch in batches.items():
+            nbytes = ctx.a2a_bytes(sum(i.new_tokens for i in batch), ctx.roofline.layers)
+            if nbytes > 0:
+                gpu = ctx.hw.gpus[eid]
+                # Model traffic is never skipped, not even by the Oracle (it is not KV I/O).
+                ctx.hw.fabric.start(nbytes, [gpu.cnic_tx], ctx.vl.model_vl, join.add())
+                ctx.hw.fabric.start(nbytes, [gpu.cnic_rx], ctx.vl.model_vl, join.add())
+        return join
 
     # --- one layer group ----------------------------------------------------------------
     def _start_loads(self, batches: Batches, k: int) -> Join:
@@ -106,24 +143,16 @@ class PrefillUnit:
                 ctx.move(nbytes, hops, ctx.vl.kv_vl, join.add())
         return join
 
-    async def _compute(self, batches: Batches, nl: int) -> None:
-        """Roofline time of the slowest GPU, overlapped with the expert all-to-all."""
+    def _compute_time(self, batches: Batches, first: int, nl: int) -> float:
+        """Roofline time of `nl` layers on the slowest GPU: the EP group steps together."""
         ctx = self.ctx
         longest = 0.0
-        a2a = Join()
         for eid, batch in batches.items():
             shapes = [(i.request.computed, i.new_tokens) for i in batch]
-            t = ctx.roofline.prefill_time(shapes, nl)
+            t = ctx.roofline.prefill_time(shapes, nl, first)
             ctx.metrics.add_busy(eid, t)
             longest = max(longest, t)
-            nbytes = ctx.roofline.a2a_bytes_per_layer(sum(i.new_tokens for i in batch)) * nl
-            if nbytes > 0:
-                gpu = ctx.hw.gpus[eid]
-                # Model traffic is never skipped, not even by the Oracle (it is not KV I/O).
-                ctx.hw.fabric.start(nbytes, [gpu.cnic_tx], ctx.vl.model_vl, a2a.add())
-                ctx.hw.fabric.start(nbytes, [gpu.cnic_rx], ctx.vl.model_vl, a2a.add())
-        await ctx.clock.sleep(longest)
-        await a2a.wait()
+        return longest
 
     def _start_outputs(self, batches: Batches, nl: int, join: Join) -> None:
         """Layer KV toward the DE buffer: PE path ships hit + new, DE path only new."""

@@ -33,6 +33,8 @@ class Request:
     computed: int = 0  # prompt tokens whose KV exists (hit + computed chunks)
     generated: int = 0
     persisted_blocks: int = 0
+    join_step: int = 0  # decode unit step count when the request joined its batch
+    att_join: int = 0  # attended keys at join (DSA caps them at top-k)
     hbm_bytes: float = 0.0
     buffer_bytes: float = 0.0
     t_pe: float = -1.0

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from dualpath.runtime.cluster import Cluster
 
 SCHEMA = "dualpath.report/v1"
+SERIES_BUCKET_S = 1.0  # the fabric records link bytes per second of emulated time
 BALANCE_WINDOW_S = 10.0  # "a small time window" for storage-NIC max/avg (paper Fig. 13)
 LOADED_FRACTION = 0.8  # balance ratios lose meaning as the run drains (paper §7.5)
 EARLY_FRACTION = 0.05  # attention max/avg is reported over the first 5% (paper Fig. 14)
@@ -54,7 +55,6 @@ def _windowed(link: Link, bucket_s: float, window_s: float, n_windows: int) -> n
 
 
 def _snic(cluster: Cluster, jct: float) -> dict[str, Any]:
-    fabric = cluster.hw.fabric
     per_node: dict[str, Any] = {}
     for name, node in cluster.hw.nodes.items():
         per_node[name] = {
@@ -66,7 +66,7 @@ def _snic(cluster: Cluster, jct: float) -> dict[str, Any]:
     n_windows = max(1, int(jct * LOADED_FRACTION / BALANCE_WINDOW_S))
     rows = np.array(
         [
-            _windowed(n.snic_rx, fabric.bucket_s, BALANCE_WINDOW_S, n_windows)
+            _windowed(n.snic_rx, SERIES_BUCKET_S, BALANCE_WINDOW_S, n_windows)
             for n in cluster.hw.nodes.values()
         ]
     )
@@ -85,7 +85,7 @@ def _cnic(cluster: Cluster, jct: float) -> dict[str, Any]:
     capacity = 0.0
     for gpu in cluster.hw.gpus.values():
         for link in (gpu.cnic_rx, gpu.cnic_tx):
-            capacity += link.rate_bps * jct
+            capacity += link.rate * jct
             for vl, nbytes in link.bytes_by_vl.items():
                 by_vl[str(vl)] = by_vl.get(str(vl), 0.0) + nbytes
     util = {vl: (b / capacity if capacity else 0.0) for vl, b in sorted(by_vl.items())}

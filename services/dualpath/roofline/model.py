@@ -147,8 +147,11 @@ class Roofline:
         flops_t = g.expert_params * (pairs + touched * self._mh) * per
         return max(flops_t, (touched * self._w_expert + pairs * self._act) * mem)
 
-    def prefill_time(self, batch: Sequence[tuple[int, int]], n_layers: int | None = None) -> float:
-        """Seconds for one forward of the first n_layers (default all) on one GPU.
+    def prefill_time(
+        self, batch: Sequence[tuple[int, int]], n_layers: int | None = None, first_layer: int = 0
+    ) -> float:
+        """Seconds for layers [first_layer, first_layer + n_layers) of one forward on one GPU
+        (default: all layers).
 
         batch: (cached_tokens, new_tokens) per request. The EP all-to-all is NOT included:
         DeepSeek overlaps it with compute (two micro-batches); the caller moves
@@ -160,7 +163,7 @@ class Roofline:
             return 0.0
         attn = self._prefill_attention_layer(batch)
         dense_t, moe_t = self._prefill_ffn_layers(n)
-        n_dense = min(nl, self._g.dense_layers)
+        n_dense = max(0, min(first_layer + nl, self._g.dense_layers) - first_layer)
         return nl * (attn + self._layer_ovh) + n_dense * dense_t + (nl - n_dense) * moe_t
 
     def prefill_attention_time(self, batch: Sequence[tuple[int, int]]) -> float:

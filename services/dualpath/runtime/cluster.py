@@ -22,6 +22,7 @@ from dualpath.engines.scheduler import GlobalScheduler
 from dualpath.links import Fabric, VlArbitration
 from dualpath.policies.base import Limits, SchedulingPolicy
 from dualpath.policies.registry import default_registry
+from dualpath.report.build import SERIES_BUCKET_S
 from dualpath.report.metrics import Metrics
 from dualpath.roofline import Roofline, load_gpu, load_model
 
@@ -59,10 +60,14 @@ def _groups(n_nodes: int, group_nodes: int) -> list[list[int]]:
 
 
 def _layer_groups(layers: int, per_group: int, layerwise: bool) -> list[int]:
+    """Layers per emulated step. The last step is a single layer so that only one layer's
+    KV is still in flight to the DE when the forward's compute ends, as per layer."""
     if not layerwise:
         return [layers]  # Basic: the whole prompt's KV is loaded before the forward
-    full, rest = divmod(layers, per_group)
-    return [per_group] * full + ([rest] if rest else [])
+    if layers <= 1 or per_group == 1:
+        return [1] * layers
+    full, rest = divmod(layers - 1, per_group)
+    return [*([per_group] * full), *([rest] if rest else []), 1]
 
 
 def _build_side(
@@ -128,7 +133,7 @@ def build_cluster(
     hbm_gb = sc.hardware.hbm_gb or gpu.hbm_gb
     total_snic = (t.prefill_nodes + t.decode_nodes) * sc.hardware.snic_gbps * GBPS_TO_BYTES
     storage_bps = (sc.hardware.storage_gbs or 1.5 * total_snic / GBS_TO_BYTES) * GBS_TO_BYTES
-    fabric = Fabric(clock)
+    fabric = Fabric(clock, bucket_s=SERIES_BUCKET_S)
     hw = Hardware(
         fabric,
         fabric.add_link("storage.read", storage_bps),
@@ -160,10 +165,11 @@ def build_cluster(
         kv_token_layer=pe_rl.kv_bytes_per_token_layer,
         kv_token=pe_rl.kv_bytes_per_token,
         faults=FaultPlan(sc.faults.corrupt_blocks),
+        gpus_per_node=t.gpus_per_node,
     )
     de_ctx = dataclasses.replace(pe_ctx, roofline=de_rl)
     sched = GlobalScheduler(pe_ctx, pe_groups, de_groups)
-    moe = pe_rl.a2a_bytes_per_layer(1) > 0
+    moe = pe_rl.moe_layers > 0  # EP: the group's GPUs step together
     pe_units = _units(pe_groups, moe, lambda es: PrefillUnit(pe_ctx, es, sched.on_prefilled, sched.on_pe_released))
     de_units = _units(de_groups, moe, lambda es: DecodeUnit(de_ctx, es, sched.on_decoded))
     for u in pe_units:
