@@ -65,6 +65,18 @@ def validate(sc: Scenario) -> None:
     parse_max_len(sc.workload.max_len)
 
 
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} turns"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+
+
 def _progress_hook(progress: Progress | None) -> Any:
     if progress is None:
         return None
@@ -113,14 +125,7 @@ def sim(
         return
     console = Console(stderr=True)
     show = not quiet and console.is_terminal
-    progress = (
-        Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} turns"),
-            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
-        )  # fmt: skip
-        if show
-        else None
-    )
+    progress = _progress(console) if show else None
     try:
         if progress is not None:
             with progress:

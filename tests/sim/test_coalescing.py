@@ -15,9 +15,15 @@ def finest() -> dict[str, float]:
     return {"jct": r["jct_s"], "ttft": r["latency"]["ttft_s"]["mean"]}
 
 
-@pytest.mark.parametrize("sets", [("engine.layer_group=8",), ("engine.layer_group=15",),
-                                  ("engine.decode_chunk_steps=16",),
-                                  ("engine.layer_group=8", "engine.decode_chunk_steps=16")])
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ("engine.layer_group=8",),
+        ("engine.layer_group=15",),
+        ("engine.decode_chunk_steps=16",),
+        ("engine.layer_group=8", "engine.decode_chunk_steps=16"),
+    ],
+)
 def test_coarser_events_change_results_by_under_2_percent(
     finest: dict[str, float], sets: tuple[str, ...]
 ) -> None:

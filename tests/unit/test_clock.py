@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dualpath.core.clock import RealClock, SimulationDeadlock, VirtualClock, run_virtual
+from dualpath.core.clock import RealClock, SimulationDeadlockError, VirtualClock, run_virtual
 
 
 def test_virtual_time_jumps_without_wall_time() -> None:
@@ -36,7 +36,7 @@ def test_deadlock_is_reported_not_hung() -> None:
     async def main(clock: VirtualClock) -> None:
         await asyncio.get_running_loop().create_future()  # nobody will ever set it
 
-    with pytest.raises(SimulationDeadlock):
+    with pytest.raises(SimulationDeadlockError):
         run_virtual(main)
 
 

@@ -15,7 +15,9 @@ from dualpath.policies.registry import UnknownPolicyError, default_registry
 LIMITS = Limits(alpha=1000, beta=1000, compute_quota_s=0.3, kv_bytes_per_token=10)
 
 
-def _req(rid: int, prompt: int = 100, gen: int = 10, loop: asyncio.AbstractEventLoop | None = None) -> Request:
+def _req(
+    rid: int, prompt: int = 100, gen: int = 10, loop: asyncio.AbstractEventLoop | None = None
+) -> Request:
     fut: asyncio.Future[None] = (loop or asyncio.new_event_loop()).create_future()
     return Request(rid=rid, session=rid, turn=0, prompt=prompt, gen=gen, arrival=0.0, done=fut)
 
@@ -51,7 +53,10 @@ def test_decode_assignment_needs_hbm() -> None:
 
 def test_read_path_choices() -> None:
     reg = default_registry()
-    pe_node, de_node = NodeState("p", "prefill", 0, read_q=10), NodeState("d", "decode", 0, read_q=5)
+    pe_node, de_node = (
+        NodeState("p", "prefill", 0, read_q=10),
+        NodeState("d", "decode", 0, read_q=5),
+    )
     loop = asyncio.new_event_loop()
     req = _req(0, loop=loop)
     assert reg.create("rr-shorter", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.DE
@@ -69,7 +74,9 @@ def _attention(batch: Sequence[tuple[int, int]]) -> float:
 
 def test_quota_batch_chunks_the_overflowing_request() -> None:
     loop = asyncio.new_event_loop()
-    ready = deque([_req(0, prompt=200, loop=loop), _req(1, prompt=200, loop=loop), _req(2, loop=loop)])
+    ready = deque(
+        [_req(0, prompt=200, loop=loop), _req(1, prompt=200, loop=loop), _req(2, loop=loop)]
+    )
     batch = quota_batch(ready, _attention, LIMITS, None)
     assert [(i.request.rid, i.new_tokens) for i in batch] == [(0, 200), (1, 100)]
     assert [r.rid for r in ready] == [1, 2]  # the chunked request stays at the head
@@ -85,5 +92,5 @@ def test_quota_batch_respects_hbm_in_non_layerwise_mode() -> None:
 
 
 def test_unknown_policy_names_the_accepted_values() -> None:
-    with pytest.raises(UnknownPolicyError, match="accepted: .*rr-shorter"):
+    with pytest.raises(UnknownPolicyError, match=r"accepted: .*rr-shorter"):
         default_registry().get("nope")

@@ -49,5 +49,5 @@ def test_bad_preset_file(tmp_path: Path) -> None:
     bad.write_text("topology: [1, 2\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         resolve(str(bad), {}, [])
-    with pytest.raises(ConfigError, match="accepted: .*smoke"):
+    with pytest.raises(ConfigError, match=r"accepted: .*smoke"):
         resolve("no-such-preset", {}, [])

@@ -40,7 +40,9 @@ class Hardware(_Section):
         4.0, ge=0, description="HBM kept for activations and workspace, GB per GPU"
     )
     storage_gbs: float | None = Field(
-        None, gt=0, description="storage service aggregate read (and write) GB/s; default 1.5 x sum SNIC"
+        None,
+        gt=0,
+        description="storage service aggregate read (and write) GB/s; default 1.5 x sum SNIC",
     )
 
 

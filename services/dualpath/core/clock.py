@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 
-class SimulationDeadlock(RuntimeError):
+class SimulationDeadlockError(RuntimeError):
     """Every task waits and no timer is pending: the emulated cluster can never progress."""
 
 
@@ -53,7 +53,7 @@ class _VirtualSelector(selectors.DefaultSelector):
         if events:
             return events
         if timeout is None:
-            raise SimulationDeadlock(
+            raise SimulationDeadlockError(
                 "no runnable task and no pending timer: the emulated cluster is stuck "
                 "(a resource waits for capacity that is never released)"
             )

@@ -51,9 +51,7 @@ class EngineContext:
         per_layer = rl.a2a_rdma_bytes_per_layer(tokens, self.gpus_per_node)
         return per_layer * n_layers * rl.moe_layers / rl.layers
 
-    def move(
-        self, nbytes: float, hops: list[Link], vl: int, on_done: Callable[[], None]
-    ) -> None:
+    def move(self, nbytes: float, hops: list[Link], vl: int, on_done: Callable[[], None]) -> None:
         """Start a KV transfer; the Oracle baseline moves KV in zero time."""
         if self.policy.oracle or nbytes <= 0:
             self.clock.call_at(self.clock.now(), on_done)

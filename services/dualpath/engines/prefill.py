@@ -127,7 +127,7 @@ class PrefillUnit:
             by_src: dict[str, tuple[EngineState, float]] = {}
             for item in batch:
                 req = item.request
-                nbytes = req.computed * ctx.kv_token_layer * nl
+                nbytes = float(req.computed * ctx.kv_token_layer * nl)
                 if nbytes <= 0:
                     continue
                 if req.computed == req.hit:
@@ -138,9 +138,9 @@ class PrefillUnit:
                 assert src is not None
                 prev = by_src.get(src.engine_id, (src, 0.0))[1]
                 by_src[src.engine_id] = (src, prev + nbytes)
-            for src, nbytes in by_src.values():
+            for src, load in by_src.values():
                 hops = ctx.hw.h2d_hops(pe) if src is pe else ctx.hw.remote_load_hops(src, pe)
-                ctx.move(nbytes, hops, ctx.vl.kv_vl, join.add())
+                ctx.move(load, hops, ctx.vl.kv_vl, join.add())
         return join
 
     def _compute_time(self, batches: Batches, first: int, nl: int) -> float:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class ReadPath(str, Enum):
+class ReadPath(StrEnum):
     """Where a request's hit KV is read from storage (paper Fig. 4)."""
 
     PE = "pe"  # storage -> PE node SNIC -> PE DRAM buffer -> PE HBM

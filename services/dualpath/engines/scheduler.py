@@ -9,10 +9,12 @@ at most once per `fetch_interval_ms`, like an engine-group leader polling the sc
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
-from dualpath.blocks import BlockRange
+from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
 from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
@@ -74,7 +76,7 @@ class GlobalScheduler:
                 continue
             self._pending.add(key)
             when = max(clock.now(), self._last.get(key, -interval) + interval)
-            clock.call_at(when, lambda key=key: self._fetch(key))
+            clock.call_at(when, functools.partial(self._fetch, key))
 
     def _fetch(self, key: tuple[str, int]) -> None:
         self._pending.discard(key)
@@ -112,8 +114,8 @@ class GlobalScheduler:
                 raise RuntimeError(f"policy over-committed HBM on {de.engine_id}")
             self._spawn(self._read(req))
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
@@ -142,7 +144,9 @@ class GlobalScheduler:
         req.t_read_start = ctx.clock.now()
         if nbytes > 0:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            ctx.move(nbytes, ctx.hw.storage_read_hops(node), ctx.vl.kv_vl, lambda: done.set_result(None))
+            ctx.move(
+                nbytes, ctx.hw.storage_read_hops(node), ctx.vl.kv_vl, lambda: done.set_result(None)
+            )
             await done
         node.read_q -= req.hit
         req.t_read_done = ctx.clock.now()
@@ -158,9 +162,11 @@ class GlobalScheduler:
             return
         rng = BlockRange(req.session, 0, hit_blocks)
         try:
-            digest = ctx.store.read_digest(rng)
-            ctx.store.verify(rng, digest)
-        except Exception:
+            ctx.store.read_verified(rng)
+        except BlockMissing:
+            integ.blocks_lost += 1
+            raise
+        except BlockCorrupted:
             integ.blocks_corrupted += 1
             raise
         integ.blocks_read += hit_blocks

@@ -110,4 +110,10 @@ class RandomAssign(RoundRobin):
         return self._rng.choice(eligible) if eligible else None
 
 
-POLICIES: tuple[type[SchedulingPolicy], ...] = (RoundRobin, RoundRobinPE, RoundRobinDE, Basic, RandomAssign)
+POLICIES: tuple[type[SchedulingPolicy], ...] = (
+    RoundRobin,
+    RoundRobinPE,
+    RoundRobinDE,
+    Basic,
+    RandomAssign,
+)

@@ -51,7 +51,8 @@ def _windowed(link: Link, bucket_s: float, window_s: float, n_windows: int) -> n
     series = np.zeros(n_windows * per)
     raw = link.series(bucket_s)[: len(series)]
     series[: len(raw)] = raw
-    return series.reshape(n_windows, per).sum(axis=1)
+    out: np.ndarray = series.reshape(n_windows, per).sum(axis=1)
+    return out
 
 
 def _snic(cluster: Cluster, jct: float) -> dict[str, Any]:

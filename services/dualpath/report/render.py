@@ -60,13 +60,25 @@ def markdown_report(report: dict[str, Any]) -> str:
         "| --- | --- |",
     ]
     lines += [f"| {k} | {v} |" for k, v in _rows(report)]
-    lines += ["", "## SNIC per node", "", "| node | read util | write util | GB read |", "| --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "## SNIC per node",
+        "",
+        "| node | read util | write util | GB read |",
+        "| --- | --- | --- | --- |",
+    ]
     for node, s in report["snic"]["per_node"].items():
         lines.append(
             f"| {node} | {s['read_util'] * 100:.1f} % | {s['write_util'] * 100:.1f} % | "
             f"{s['bytes_read'] / 1e9:.1f} |"
         )
-    lines += ["", "## CNIC bytes by virtual lane", "", "| VL | GB | utilisation |", "| --- | --- | --- |"]
+    lines += [
+        "",
+        "## CNIC bytes by virtual lane",
+        "",
+        "| VL | GB | utilisation |",
+        "| --- | --- | --- |",
+    ]
     cnic = report["cnic"]
     for vl, b in cnic["bytes_by_vl"].items():
         lines.append(f"| {vl} | {b / 1e9:.1f} | {cnic['util_by_vl'][vl] * 100:.2f} % |")

@@ -26,7 +26,6 @@ from dualpath.report.build import SERIES_BUCKET_S
 from dualpath.report.metrics import Metrics
 from dualpath.roofline import Roofline, load_gpu, load_model
 
-
 U = TypeVar("U")
 
 
@@ -87,7 +86,11 @@ def _build_side(
         for n in node_ids:
             node = NodeState(name=f"{role}{n}", role=role, index=n)
             add_node(
-                hw, node, h.snic_gbps * GBPS_TO_BYTES, h.dram_gbs * GBS_TO_BYTES, h.dram_buffer_gb * 1e9
+                hw,
+                node,
+                h.snic_gbps * GBPS_TO_BYTES,
+                h.dram_gbs * GBS_TO_BYTES,
+                h.dram_buffer_gb * 1e9,
             )
             for gpu in range(g):
                 e = EngineState(f"{role}{n}.gpu{gpu}", n * g + gpu, node, gi, gpu, free_hbm=kv_hbm)
@@ -109,9 +112,7 @@ def _kv_hbm(sc: Scenario, rl: Roofline, hbm_gb: float, side: str) -> float:
     return free
 
 
-def derive_limits(
-    sc: Scenario, rl: Roofline, mean_context: int, mean_append: int
-) -> Limits:
+def derive_limits(sc: Scenario, rl: Roofline, mean_context: int, mean_append: int) -> Limits:
     """α and β from the profiles (paper A.4), unless the scenario overrides them."""
     kv_token = rl.kv_bytes_per_token
     snic_bps = sc.hardware.snic_gbps * GBPS_TO_BYTES
@@ -121,9 +122,7 @@ def derive_limits(
     return Limits(alpha, beta, sc.engine.compute_quota_ms / 1000, kv_token)
 
 
-def build_cluster(
-    sc: Scenario, clock: Clock, mean_context: int, mean_append: int
-) -> Cluster:
+def build_cluster(sc: Scenario, clock: Clock, mean_context: int, mean_append: int) -> Cluster:
     model, gpu = load_model(sc.model), load_gpu(sc.gpu)
     t = sc.topology
     pe_group_gpus = (t.prefill_group_nodes or t.prefill_nodes) * t.gpus_per_node
@@ -140,7 +139,12 @@ def build_cluster(
         fabric.add_link("storage.write", storage_bps),
     )
     pe_groups = _build_side(
-        sc, hw, "prefill", t.prefill_nodes, t.prefill_group_nodes, _kv_hbm(sc, pe_rl, hbm_gb, "prefill")
+        sc,
+        hw,
+        "prefill",
+        t.prefill_nodes,
+        t.prefill_group_nodes,
+        _kv_hbm(sc, pe_rl, hbm_gb, "prefill"),
     )
     de_groups = _build_side(
         sc, hw, "decode", t.decode_nodes, t.decode_group_nodes, _kv_hbm(sc, de_rl, hbm_gb, "decode")
@@ -148,12 +152,13 @@ def build_cluster(
     limits = derive_limits(sc, pe_rl, mean_context, mean_append)
     policy = default_registry().create(sc.policy.name, limits, sc.seed)
     metrics = Metrics()
+    chains = ChainRegistry(salt=sc.seed)
     pe_ctx = EngineContext(
         clock=clock,
         hw=hw,
         roofline=pe_rl,
-        store=BlockStore(),
-        chains=ChainRegistry(),
+        store=BlockStore(chains),
+        chains=chains,
         metrics=metrics,
         policy=policy,
         engine=sc.engine,
@@ -170,7 +175,9 @@ def build_cluster(
     de_ctx = dataclasses.replace(pe_ctx, roofline=de_rl)
     sched = GlobalScheduler(pe_ctx, pe_groups, de_groups)
     moe = pe_rl.moe_layers > 0  # EP: the group's GPUs step together
-    pe_units = _units(pe_groups, moe, lambda es: PrefillUnit(pe_ctx, es, sched.on_prefilled, sched.on_pe_released))
+    pe_units = _units(
+        pe_groups, moe, lambda es: PrefillUnit(pe_ctx, es, sched.on_prefilled, sched.on_pe_released)
+    )
     de_units = _units(de_groups, moe, lambda es: DecodeUnit(de_ctx, es, sched.on_decoded))
     for u in pe_units:
         sched.pe_unit.update({e.engine_id: u for e in u.engines})

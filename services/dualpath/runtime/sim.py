@@ -77,7 +77,8 @@ async def _offline(
     ctx, app = mean_shape(trajs)
     cluster = build_cluster(sc, clock, ctx, app)
     loop = asyncio.get_running_loop()
-    units = [loop.create_task(u.run()) for u in (*cluster.prefill_units, *cluster.decode_units)]
+    runs = [u.run() for u in cluster.prefill_units] + [u.run() for u in cluster.decode_units]
+    units = [loop.create_task(r) for r in runs]
     total = sum(len(t.turns) for t in trajs)
     counter = iter(range(1 << 62))
     done = 0
@@ -90,7 +91,8 @@ async def _offline(
 
     agents = asyncio.gather(*(_agent(cluster, t, lambda: next(counter), on_turn) for t in trajs))
     try:
-        await asyncio.wait([agents, cluster.scheduler.fatal], return_when=asyncio.FIRST_COMPLETED)
+        waits: list[asyncio.Future[Any]] = [agents, cluster.scheduler.fatal]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         if cluster.scheduler.fatal.done():
             cluster.scheduler.fatal.result()  # re-raises the failure (e.g. a corrupted block)
         agents.result()

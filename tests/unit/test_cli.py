@@ -1,0 +1,69 @@
+"""The CLI as a user runs it: subprocesses, exit codes, one-line errors, the JSON report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dualpath.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def test_sim_smoke_writes_report(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = _run("sim", "--preset", "smoke", "--agents", "4", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["schema"] == "dualpath.report/v1"
+    assert report["scenario"]["workload"]["agents"] == 4
+    assert (tmp_path / "r.md").read_text().startswith("# DualPath testbed run")
+    assert "JCT (emulated)" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--model", "gpt-9"], "accepted: "),
+        (["--gpu", "tpu"], "accepted: "),
+        (["--policy", "magic"], "accepted: "),
+        (["--max-len", "lots"], "--max-len"),
+        (["--prefill-nodes", "0"], "topology.prefill_nodes"),
+        (["--set", "hardware.snic_gbps=0"], "hardware.snic_gbps"),
+        (["--set", "hardware.wat=1"], "hardware.wat"),
+        (["--preset", "nope"], "accepted: "),
+        (["--model", "deepseek-v3.2", "--prefill-nodes", "1", "--gpus-per-node", "1"], "HBM"),
+    ],
+)
+def test_bad_input_is_one_clear_line(args: list[str], needle: str) -> None:
+    proc = _run("sim", "--preset", "smoke", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2
+
+
+def test_roofline_json_rows() -> None:
+    proc = _run("roofline", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert {"model", "context", "append", "gb_per_pflop"} <= set(rows[0])
+    v32 = [r for r in rows if r["model"] == "deepseek-v3.2" and r["context"] == 32721]
+    assert v32 and v32[0]["gb_per_pflop"] == pytest.approx(22, rel=0.1)
+
+
+def test_corrupted_block_exit_code(tmp_path: Path) -> None:
+    proc = _run("sim", "--preset", "smoke", "--agents", "2", "--set", "faults.corrupt_blocks=1")
+    assert proc.returncode == 1
+    assert "integrity check failed" in proc.stderr
+    assert "Traceback" not in proc.stderr
