@@ -24,7 +24,7 @@ USAGE_ERROR = 2
 
 
 def _fail(msg: str, code: int = USAGE_ERROR) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {msg}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {msg}", highlight=False)
     raise typer.Exit(code)
 
 

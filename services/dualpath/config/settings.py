@@ -44,6 +44,9 @@ class Hardware(_Section):
         gt=0,
         description="storage service aggregate read (and write) GB/s; default 1.5 x sum SNIC",
     )
+    storage_targets: int = Field(
+        8, ge=0, description="storage targets, each with its own read queue (0 = aggregate only)"
+    )
 
 
 class VirtualLanes(_Section):

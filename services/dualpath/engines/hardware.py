@@ -38,6 +38,7 @@ class Hardware:
     storage_write: Link
     nodes: dict[str, NodeHw] = field(default_factory=dict)
     gpus: dict[str, GpuHw] = field(default_factory=dict)
+    targets: list[Link] = field(default_factory=list)  # per-target read queues of the store
 
     def node_of(self, engine: EngineState) -> NodeHw:
         return self.nodes[engine.node.name]
@@ -46,9 +47,10 @@ class Hardware:
         return self.gpus[engine.engine_id]
 
     # --- hop lists (every KV byte is charged on each) ---------------------------------
-    def storage_read_hops(self, node: NodeState) -> list[Link]:
+    def storage_read_hops(self, node: NodeState, target: int) -> list[Link]:
         n = self.nodes[node.name]
-        return [self.storage_read, n.snic_rx, n.dram]
+        head = [self.storage_read, self.targets[target]] if self.targets else [self.storage_read]
+        return [*head, n.snic_rx, n.dram]
 
     def persist_hops(self, de: EngineState) -> list[Link]:
         """DE HBM -> (D2H through its CNIC) -> DRAM -> SNIC -> storage."""

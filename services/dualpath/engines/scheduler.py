@@ -144,14 +144,18 @@ class GlobalScheduler:
         req.t_read_start = ctx.clock.now()
         if nbytes > 0:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            ctx.move(
-                nbytes, ctx.hw.storage_read_hops(node), ctx.vl.kv_vl, lambda: done.set_result(None)
-            )
+            hops = ctx.hw.storage_read_hops(node, self._target(req, hit_blocks))
+            ctx.move(nbytes, hops, ctx.vl.kv_vl, lambda: done.set_result(None))
             await done
         node.read_q -= req.hit
         req.t_read_done = ctx.clock.now()
         self._verify_read(req, hit_blocks, nbytes)
         self.pe_unit[pe.engine_id].enqueue(req)
+
+    def _target(self, req: Request, hit_blocks: int) -> int:
+        """The storage target serving this read, striped by the blocks' chained hash."""
+        n = len(self.ctx.hw.targets)
+        return self.ctx.chains.target_of(req.session, hit_blocks - 1, n) if n else 0
 
     def _verify_read(self, req: Request, hit_blocks: int, nbytes: float) -> None:
         """Every block is checked where it is consumed; a bad block fails the run loudly."""

@@ -114,6 +114,21 @@ def _gpu(cluster: Cluster, jct: float) -> dict[str, Any]:
     }
 
 
+def _storage(cluster: Cluster, jct: float) -> dict[str, Any]:
+    hw = cluster.hw
+    targets = {t.name: t.utilization(jct) for t in hw.targets}
+    return {
+        "read_util": hw.storage_read.utilization(jct),
+        "write_util": hw.storage_write.utilization(jct),
+        "target_read_util": targets,
+        "target_max_over_avg": (
+            max(targets.values()) / (sum(targets.values()) / len(targets))
+            if targets and sum(targets.values()) > 0
+            else 0.0
+        ),
+    }
+
+
 def _tokens(cluster: Cluster) -> dict[str, int]:
     reqs = cluster.metrics.requests
     hit = sum(r.hit for r in reqs)
@@ -165,7 +180,7 @@ def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
         "mode": sc.workload.mode,
         "runtime": {
             "kind": "virtual",
-            "dilation": cluster.clock.dilation,
+            "dilation": None,  # virtual time: no dilation, every event at its exact time
             "lag_p99_s": 0.0,  # virtual time never lags: every event runs at its emulated time
             "wall_s": wall_s,
             "emulated_per_wall": jct / wall_s if wall_s > 0 else 0.0,
@@ -185,4 +200,5 @@ def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
         "cnic": _cnic(cluster, jct),
         "gpu": _gpu(cluster, jct),
         "integrity": _integrity(cluster),
+        "storage": _storage(cluster, jct),
     }

@@ -138,6 +138,10 @@ def build_cluster(sc: Scenario, clock: Clock, mean_context: int, mean_append: in
         fabric.add_link("storage.read", storage_bps),
         fabric.add_link("storage.write", storage_bps),
     )
+    for t_i in range(sc.hardware.storage_targets):
+        hw.targets.append(
+            fabric.add_link(f"storage.target{t_i}", storage_bps / sc.hardware.storage_targets)
+        )
     pe_groups = _build_side(
         sc,
         hw,
