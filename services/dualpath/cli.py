@@ -109,6 +109,7 @@ def sim(
 ) -> None:
     """Run a scenario on virtual time (one process) and report JCT, latencies, I/O."""
     from dualpath.blocks import BlockCorrupted, BlockMissing
+    from dualpath.report.plots import write_png
     from dualpath.report.render import markdown_report, summary_table
     from dualpath.runtime.cluster import TopologyError
     from dualpath.runtime.sim import simulate
@@ -141,11 +142,12 @@ def sim(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2))
-        out.with_suffix(".md").write_text(markdown_report(report))
+        out.with_suffix(".md").write_text(markdown_report(report, out.with_suffix(".png").name))
+        write_png(report, out.with_suffix(".png"))
     if not quiet:
         Console().print(summary_table(report))
         if out is not None:
-            Console().print(f"report: {out} and {out.with_suffix('.md')}")
+            Console().print(f"report: {out}, {out.with_suffix('.md')}, {out.with_suffix('.png')}")
 
 
 @app.command()

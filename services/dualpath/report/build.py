@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dualpath.report.plots import WINDOW_S, snic_series
+
 if TYPE_CHECKING:
     from dualpath.links import Link
     from dualpath.runtime.cluster import Cluster
@@ -22,7 +24,7 @@ LOADED_FRACTION = 0.8  # balance ratios lose meaning as the run drains (paper §
 EARLY_FRACTION = 0.05  # attention max/avg is reported over the first 5% (paper Fig. 14)
 
 
-def dist(values: Sequence[float]) -> dict[str, float]:
+def dist(values: Sequence[float]) -> dict[str, Any]:
     if not values:
         return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0, "n": 0}
     a = np.asarray(values, dtype=float)
@@ -32,6 +34,8 @@ def dist(values: Sequence[float]) -> dict[str, float]:
         "p90": float(np.percentile(a, 90)),
         "p99": float(np.percentile(a, 99)),
         "n": len(values),
+        # 101 points (0th..100th percentile) for CDF plots without shipping every sample
+        "quantiles": [round(float(q), 6) for q in np.percentile(a, np.arange(101))],
     }
 
 
@@ -78,6 +82,8 @@ def _snic(cluster: Cluster, jct: float) -> dict[str, Any]:
         "per_node": per_node,
         "balance_max_over_avg": float(ratios.mean()) if ratios.size else 0.0,
         "balance_window_s": BALANCE_WINDOW_S,
+        "series_window_s": WINDOW_S,
+        "series_gbps": snic_series(cluster, SERIES_BUCKET_S, jct),
     }
 
 

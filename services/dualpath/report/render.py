@@ -39,6 +39,18 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
+def _runtime_note(rt: dict[str, Any]) -> str:
+    if rt["dilation"] is None:
+        return (
+            f"runtime: {rt['kind']} time, every event runs at its exact emulated time, "
+            f"so lag is {rt['lag_p99_s']} s"
+        )
+    return (
+        f"runtime: {rt['kind']}, dilation {rt['dilation']} emulated s per wall s, "
+        f"measured lag p99 {rt['lag_p99_s']} s"
+    )
+
+
 def summary_table(report: dict[str, Any]) -> Table:
     table = Table(title="DualPath testbed run (all times emulated)", show_header=False)
     table.add_column("metric", style="bold")
@@ -48,18 +60,18 @@ def summary_table(report: dict[str, Any]) -> Table:
     return table
 
 
-def markdown_report(report: dict[str, Any]) -> str:
+def markdown_report(report: dict[str, Any], png_name: str | None = None) -> str:
     lines = [
         "# DualPath testbed run",
         "",
-        "All times are emulated seconds "
-        f"(runtime: {report['runtime']['kind']}, dilation {report['runtime']['dilation']}, "
-        f"measured lag p99 {report['runtime']['lag_p99_s']} s).",
+        f"All times are emulated seconds ({_runtime_note(report['runtime'])}).",
         "",
         "| metric | value |",
         "| --- | --- |",
     ]
     lines += [f"| {k} | {v} |" for k, v in _rows(report)]
+    if png_name:
+        lines += ["", f"![SNIC read throughput per node and latency CDFs]({png_name})"]
     lines += [
         "",
         "## SNIC per node",

@@ -45,7 +45,7 @@ def mean_shape(trajs: Sequence[Trajectory]) -> tuple[int, int]:
         for turn in t.turns:
             ctx_sum += context
             app_sum += turn.append
-            context += turn.append + turn.gen
+            context += int(turn.append) + int(turn.gen)
             n += 1
     return (ctx_sum // max(1, n), app_sum // max(1, n))
 
@@ -60,15 +60,15 @@ async def _agent(
             rid=next_rid(),
             session=traj.agent_id,
             turn=i,
-            prompt=context + turn.append,
-            gen=turn.gen,
+            prompt=context + int(turn.append),
+            gen=int(turn.gen),
             arrival=cluster.clock.now(),
             done=loop.create_future(),
         )
         cluster.scheduler.submit(req)
         await req.done
         on_turn()
-        context += turn.append + turn.gen
+        context += int(turn.append) + int(turn.gen)
 
 
 async def _offline(
@@ -77,6 +77,16 @@ async def _offline(
     ctx, app = mean_shape(trajs)
     cluster = build_cluster(sc, clock, ctx, app)
     loop = asyncio.get_running_loop()
+    fatal = cluster.scheduler.fatal
+
+    def on_error(_: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        # A failing callback (e.g. a block that fails verification on persist) must end the
+        # run loudly, not be logged and skipped.
+        exc = context.get("exception") or RuntimeError(str(context.get("message")))
+        if not fatal.done():
+            fatal.set_exception(exc)
+
+    loop.set_exception_handler(on_error)
     runs = [u.run() for u in cluster.prefill_units] + [u.run() for u in cluster.decode_units]
     units = [loop.create_task(r) for r in runs]
     total = sum(len(t.turns) for t in trajs)
