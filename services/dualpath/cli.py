@@ -109,6 +109,7 @@ def sim(
 ) -> None:
     """Run a scenario on virtual time (one process) and report JCT, latencies, I/O."""
     from dualpath.blocks import BlockCorrupted, BlockMissing
+    from dualpath.engines.capacity import CapacityError
     from dualpath.report.plots import write_png
     from dualpath.report.render import markdown_report, summary_table
     from dualpath.runtime.cluster import TopologyError
@@ -133,7 +134,7 @@ def sim(
                 report = simulate(sc, _progress_hook(progress))
         else:
             report = simulate(sc)
-    except TopologyError as exc:
+    except (TopologyError, CapacityError) as exc:
         _fail(str(exc))
         return
     except (BlockCorrupted, BlockMissing) as exc:

@@ -15,6 +15,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
+from dualpath.engines.capacity import CapacityError
 from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
@@ -43,11 +44,24 @@ class GlobalScheduler:
 
     # --- entry points -------------------------------------------------------------------
     def submit(self, req: Request) -> None:
+        self._check_fits(req)
         bt = self.ctx.engine.block_tokens
         hit_blocks = min(self.ctx.store.prefix_blocks(req.session), (req.prompt - 1) // bt)
         req.est_hit = hit_blocks * bt  # the client knows its own hit length (paper A.4)
         self.pe_queue.append(req)
         self._kick("pe", range(len(self.pe_groups)))
+
+    def _check_fits(self, req: Request) -> None:
+        """A request no decode GPU could ever hold would wait forever: fail clearly instead."""
+        de = self.de_groups[0][0]
+        capacity = self.ctx.hw.gpu_of(de).kv_hbm
+        need = req.length * self.ctx.kv_token
+        if need > capacity:
+            raise CapacityError(
+                f"workload.max_len: a {req.length}-token request needs {need / 1e9:.1f} GB of "
+                f"KV but a decode GPU has {capacity / 1e9:.1f} GB of HBM left after weights; "
+                "lower --max-len, use a GPU with more HBM, or more decode nodes (larger EP group)"
+            )
 
     def on_pe_released(self, req: Request) -> None:
         pe = req.pe
