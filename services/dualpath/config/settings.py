@@ -62,7 +62,10 @@ class VirtualLanes(_Section):
 class Engine(_Section):
     block_tokens: int = Field(64, ge=1, description="tokens per KV block")
     layer_group: int = Field(
-        16, ge=1, description="layers coalesced into one emulated step (1 = per layer)"
+        64,
+        ge=1,
+        description="layers coalesced into one emulated step (1 = per layer); timed as the "
+        "per-layer pipeline, see docs/engines.md",
     )
     compute_quota_ms: float = Field(300.0, gt=0, description="PE attention-time cap per forward")
     decode_chunk_steps: int = Field(

@@ -49,7 +49,8 @@ class Hardware:
     # --- hop lists (every KV byte is charged on each) ---------------------------------
     def storage_read_hops(self, node: NodeState, target: int) -> list[Link]:
         n = self.nodes[node.name]
-        head = [self.storage_read, self.targets[target]] if self.targets else [self.storage_read]
+        # The targets partition the aggregate: charging both would only cost events.
+        head = [self.targets[target]] if self.targets else [self.storage_read]
         return [*head, n.snic_rx, n.dram]
 
     def persist_hops(self, de: EngineState) -> list[Link]:

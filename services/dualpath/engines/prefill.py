@@ -111,9 +111,10 @@ class PrefillUnit:
             nbytes = ctx.a2a_bytes(sum(i.new_tokens for i in batch), ctx.roofline.layers)
             if nbytes > 0:
                 gpu = ctx.hw.gpus[eid]
-                # Model traffic is never skipped, not even by the Oracle (it is not KV I/O).
-                ctx.hw.fabric.start(nbytes, [gpu.cnic_tx], ctx.vl.model_vl, join.add())
-                ctx.hw.fabric.start(nbytes, [gpu.cnic_rx], ctx.vl.model_vl, join.add())
+                # The GPU sends and receives the same volume at once: one flow across both
+                # directions of its CNIC. Model traffic is never skipped, not by the Oracle.
+                hops = [gpu.cnic_tx, gpu.cnic_rx]
+                ctx.hw.fabric.start(nbytes, hops, ctx.vl.model_vl, join.add())
         return join
 
     # --- one layer group ----------------------------------------------------------------

@@ -124,7 +124,11 @@ def _storage(cluster: Cluster, jct: float) -> dict[str, Any]:
     hw = cluster.hw
     targets = {t.name: t.utilization(jct) for t in hw.targets}
     return {
-        "read_util": hw.storage_read.utilization(jct),
+        "read_util": (
+            sum(t.bytes_total for t in hw.targets) / (hw.storage_read.rate * jct)
+            if hw.targets and jct > 0
+            else hw.storage_read.utilization(jct)
+        ),
         "write_util": hw.storage_write.utilization(jct),
         "target_read_util": targets,
         "target_max_over_avg": (

@@ -43,7 +43,7 @@ class TurnArrays:
     def head(self, kept: I64) -> TurnArrays:
         """The first kept[j] turns of every trajectory j."""
         idx = np.repeat(self.offsets[:-1], kept) + _ranks(kept)
-        return TurnArrays(self.append[idx], self.gen[idx], _offsets(kept))
+        return TurnArrays(self.append[idx], self.gen[idx], offsets_of(kept))
 
     def turns(self, j: int) -> tuple[Turn, ...]:
         lo, hi = int(self.offsets[j]), int(self.offsets[j + 1])
@@ -56,14 +56,14 @@ def from_trajectories(trajs: Sequence[Trajectory]) -> TurnArrays:
     total = int(lengths.sum())
     append = np.fromiter((u.append for t in trajs for u in t.turns), np.int64, count=total)
     gen = np.fromiter((u.gen for t in trajs for u in t.turns), np.int64, count=total)
-    return TurnArrays(append, gen, _offsets(lengths))
+    return TurnArrays(append, gen, offsets_of(lengths))
 
 
-def _offsets(lengths: I64) -> I64:
+def offsets_of(lengths: I64) -> I64:
     return np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
 
 
 def _ranks(lengths: I64) -> I64:
     """0..len-1 within each segment, for segments of the given lengths."""
-    starts = np.repeat(_offsets(lengths)[:-1], lengths)
+    starts = np.repeat(offsets_of(lengths)[:-1], lengths)
     return np.arange(int(lengths.sum()), dtype=np.int64) - starts

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dualpath.workload.arrays import I64, TurnArrays, _offsets
+from dualpath.workload.arrays import I64, TurnArrays, offsets_of
 
 F64 = npt.NDArray[np.float64]
 
@@ -36,11 +36,19 @@ class TraceProfile:
     first: float  # mean first-turn prompt
     turns_median: float  # median natural turn count
     first_cap: int  # largest first prompt (a quarter of the dataset's MaxLen)
-    turns_sigma: float = 1.0  # sigma of log natural turns
+    turns_sigma: float = 1.0  # sigma of log natural turns (fixed per row, see profiles.py)
     gen_corr: float = 0.7  # correlation of a trajectory's gen scale with its append scale
     append_sigma: float = 1.0  # per-turn lognormal sigma of append (tool output)
     gen_sigma: float = 0.5  # per-turn lognormal sigma of gen (tool calls)
     first_sigma: float = 0.5  # lognormal sigma of the first prompt
+
+    def __post_init__(self) -> None:
+        sizes = (self.append, self.gen, self.first, self.turns_median, self.first_cap)
+        sigmas = (self.spread, self.turns_sigma, self.append_sigma, self.gen_sigma)
+        if min(sizes) <= 0 or min(sigmas) < 0 or self.first_sigma < 0:
+            raise ValueError(f"TraceProfile: sizes must be > 0 and sigmas >= 0: {self}")
+        if not -1 <= self.gen_corr <= 1:
+            raise ValueError(f"TraceProfile: gen_corr must be in [-1, 1], got {self.gen_corr}")
 
 
 def lhs_normals(rng: np.random.Generator, n: int, dims: int) -> F64:
@@ -49,6 +57,7 @@ def lhs_normals(rng: np.random.Generator, n: int, dims: int) -> F64:
     out = np.empty((dims, n))
     for d in range(dims):
         u = (rng.permutation(n) + rng.random(n)) / n
+        u = np.clip(u, 1e-12, 1 - 1e-12)  # inv_cdf is undefined at exactly 0
         out[d] = [inv(x) for x in u]
     return out
 
@@ -76,7 +85,7 @@ def natural_turns(p: TraceProfile, n: int, rng: np.random.Generator, max_turns: 
     m = len(owner)
     append = lognormal_mean(rng, p.append, p.append_sigma, m) * scale[owner]
     gen = lognormal_mean(rng, p.gen, p.gen_sigma, m) * gen_scale[owner]
-    offsets = _offsets(lengths)
+    offsets = offsets_of(lengths)
     append[offsets[:-1]] = first_prompts(rng, p, z[2])
     return TurnArrays(_tokens(append), _tokens(gen), offsets)
 
@@ -92,16 +101,15 @@ def scaled(arrs: TurnArrays, append_scale: float, gen_scale: float) -> TurnArray
     )
 
 
-def cut_counts(arrs: TurnArrays, max_len: int, head: I64 | None = None) -> I64:
+def cut_counts(arrs: TurnArrays, max_len: int) -> I64:
     """Turns kept per trajectory: the leading turns whose session stays within max_len.
 
-    `head[j]` = tokens already in session j before its first turn (a prepended round).
-    Every trajectory must have at least one turn.
+    Every trajectory must have at least one turn (reduceat misreads empty segments).
     """
-    budget = max_len - (head if head is not None else np.zeros(len(arrs), np.int64))
-    fits = arrs.cumulative() <= np.repeat(budget, arrs.lengths)
+    fits = arrs.cumulative() <= max_len
     # the session only grows, so the turns that fit are a leading run: counting suffices
-    return np.add.reduceat(fits.astype(np.int64), arrs.offsets[:-1])
+    kept: I64 = np.add.reduceat(fits.astype(np.int64), arrs.offsets[:-1])
+    return kept
 
 
 def first_turn_fits(arrs: TurnArrays, max_len: int) -> TurnArrays:

@@ -52,5 +52,6 @@ def arrays_stats(arrs: TurnArrays, block_tokens: int = 64) -> dict[str, float]:
         "gen_pooled": float(arrs.gen.mean()),
         "first_append": float(arrs.append[starts].mean()),
         "hit_rate": float(hits.sum() / prompt.sum()),
-        "table_hit_rate": float(1.0 - per_traj_append.mean() / context.mean()),
+        # the paper's 98.7% is this expression of its own columns (0 if no context at all)
+        "table_hit_rate": float(max(0.0, 1.0 - per_traj_append.mean() / max(context.mean(), 1))),
     }
