@@ -194,7 +194,7 @@ def test_lookup_prefix_by_chain_hash() -> None:
     hashes = [int(h) for h in store.chains.hashes(BlockRange(42, 0, 15))]
     assert store.lookup_prefix(hashes) == 10
     assert store.lookup_prefix(hashes[:4]) == 4
-    assert store.lookup_prefix(hashes[:6] + [123] + hashes[7:]) == 6
+    assert store.lookup_prefix([*hashes[:6], 123, *hashes[7:]]) == 6
     assert store.lookup_prefix(hashes[1:]) == 0  # not a root hash
     assert store.lookup_prefix([]) == 0
 

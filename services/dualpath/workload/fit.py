@@ -4,7 +4,9 @@ The five fitted fields of `TraceProfile` (append, gen, spread, first, turns_medi
 found by Nelder-Mead on log-parameters, minimising weighted squared log-errors of the five
 Table 2 columns; the other fields are fixed a priori (see docs/workload.md). Weights follow
 what the emulation is most sensitive to: Context (KV bytes per request) first, then Turns
-and Total, then Gen, then Append. Re-run with `fit_profile(TABLE2[i])`: about a minute.
+and Total, then Gen, then Append. Re-run with
+`fit_profile(row, start=PROFILES[row.max_len])` (the start carries the row's fixed fields):
+about a minute per row.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The first min(n, 500) agents are the dataset's base trajectories (stable: agent j is the
 same for any n). Agent j >= 500 follows the paper's A.3 rule: a seeded pick of a base
-trajectory with a synthetic round prepended, A_1 random tokens drawn like a first prompt and
+trajectory with a synthetic round prepended, A_1 = 64-512 random tokens and
 g_1 = 1, so its KV shares nothing with the base agent's. Every agent is cut at max_len after
 any scaling. Base turns are built once and shared (frozen), so 48K agents cost ~1 s.
 """
@@ -15,7 +15,6 @@ from dualpath.workload.arrays import I64, TurnArrays
 from dualpath.workload.generator import (
     TraceProfile,
     cut_counts,
-    first_prompts,
     first_turn_fits,
     natural_turns,
     scaled,
@@ -24,6 +23,7 @@ from dualpath.workload.profiles import profile_for
 from dualpath.workload.trajectory import Trajectory, Turn
 
 BASE_TRAJECTORIES = 500  # per dataset, paper section 7.2
+EXTRA_PREFIX_TOKENS = (64, 512)  # A_1 of an extra agent's prepended round (A.3), inclusive
 _BASE_STREAM, _EXTRA_STREAM = 0, 1  # independent seeded streams: base set vs extra agents
 
 
@@ -74,9 +74,11 @@ def _extra_agents(
     rng = _rng(seed, _EXTRA_STREAM)
     m = n_agents - len(base)
     src = rng.integers(0, len(base), size=m)
-    first = first_prompts(rng, p, rng.standard_normal(m))
-    first = np.minimum(np.maximum(1, np.rint(first * append_scale)), max_len - 1)
-    kept = _kept_after_prepend(base, src, first.astype(np.int64) + 1, max_len)
+    # A.3 does not give A_1's length. A short random prefix (64-512 tokens) makes the agent's
+    # KV unique without changing the dataset's statistics, so Table 2 holds at any agent count.
+    first = rng.integers(EXTRA_PREFIX_TOKENS[0], EXTRA_PREFIX_TOKENS[1] + 1, size=m)
+    first = np.minimum(np.maximum(1, np.rint(first * append_scale)), max_len - 1).astype(np.int64)
+    kept = _kept_after_prepend(base, src, first + 1, max_len)
     return [
         Trajectory(len(base) + i, (Turn(a, 1), *base_turns[s][:k]))
         for i, (a, s, k) in enumerate(zip(first.tolist(), src.tolist(), kept.tolist(), strict=True))
