@@ -173,6 +173,17 @@ def test_prefill_layers_partial_and_empty() -> None:
     assert full - r.prefill_time(batch, 3) == pytest.approx(58 * per_moe)
 
 
+@pytest.mark.parametrize("group", [1, 4, 16, 60])
+def test_layer_ranges_add_up_to_the_forward(group: int) -> None:
+    """Engines time a forward in layer groups: the groups must sum to the whole forward,
+    dense layers counted once where they are (the first layers), not in every group."""
+    r = rl("deepseek-v3.2", 16)
+    batch = [(30_000, 300), (10_000, 1000)]
+    starts = range(0, 61, group)
+    total = sum(r.prefill_time(batch, min(group, 61 - s), s) for s in starts)
+    assert total == pytest.approx(r.prefill_time(batch))
+
+
 def test_kernel_mode_is_faster_than_end_to_end() -> None:
     model = load_model("deepseek-v3.2")
     e2e, kern = Roofline(model, H800, 16), Roofline(model, H800, 16, mode="kernel")
