@@ -25,7 +25,7 @@ from dualpath.links import Link
 class _Batch:
     """One DE's running requests and the sums a decode step's roofline needs."""
 
-    __slots__ = ("att_sum", "ctx_sum", "engine", "growing", "reqs")
+    __slots__ = ("a2a_pending", "att_sum", "ctx_sum", "engine", "growing", "reqs")
 
     def __init__(self, engine: EngineState) -> None:
         self.engine = engine
@@ -33,6 +33,7 @@ class _Batch:
         self.ctx_sum = 0  # Σ context over the batch at the unit's current step
         self.att_sum = 0  # Σ attended keys (DSA caps each at top-k)
         self.growing = 0  # requests whose attended keys still grow by one per step
+        self.a2a_pending = 0.0  # all-to-all bytes of steps already run, not yet on the CNIC
 
 
 class DecodeUnit:
@@ -114,9 +115,9 @@ class DecodeUnit:
             steps = min(k, int((ctx.clock.now() - t0) / step) + 1)
             await ctx.clock.sleep_until(t0 + steps * step)
         ctx.metrics.decode_chunks += 1
-        for eid, t, model_bytes in per_engine:
+        for eid, t, a2a_bytes in per_engine:
             ctx.metrics.add_busy(eid, t * steps)
-            ctx.metrics.model_bytes_analytic += model_bytes * steps
+            self.batches[eid].a2a_pending += a2a_bytes * steps
         self._advance(t0, step, steps)
 
     def _wake_up(self) -> None:
@@ -140,13 +141,13 @@ class DecodeUnit:
                 gpu = ctx.hw.gpu_of(b.engine)
                 rate = min(self._model_rate(gpu.cnic_tx), self._model_rate(gpu.cnic_rx))
                 t = max(t, nbytes / rate)
-            per_engine.append((b.engine.engine_id, t, 2 * nbytes))
+            per_engine.append((b.engine.engine_id, t, nbytes))
             longest = max(longest, t)
         return longest, per_engine
 
     def _model_rate(self, link: Link) -> float:
-        """Rate the decode all-to-all gets on a CNIC with KV flows on it (analytic: one
-        decode step's traffic is too small and too frequent to emulate as flows)."""
+        """Rate a decode step's all-to-all gets on a CNIC given the flows on it now (one
+        step's traffic is too small and too frequent to time as its own flow)."""
         vl = self.ctx.vl
         kv = link.active_flows
         if not kv:
@@ -175,6 +176,21 @@ class DecodeUnit:
             self._next_flush = self.step + self.ctx.engine.decode_chunk_steps
             for b in self.batches.values():
                 self._persist(list(b.reqs.values()), b.engine)
+                self._flush_a2a(b)
+
+    def _flush_a2a(self, b: _Batch) -> None:
+        """Put the all-to-all of the steps just run on the CNIC's high-priority VL.
+
+        Step times already include it (analytically, from the VL share the CNIC gives it);
+        one flow per flush interval instead of per step keeps events affordable while the
+        links still carry, and KV transfers still compete with, the model traffic.
+        """
+        if b.a2a_pending <= 0:
+            return
+        ctx = self.ctx
+        gpu = ctx.hw.gpu_of(b.engine)
+        ctx.hw.fabric.start(b.a2a_pending, [gpu.cnic_tx, gpu.cnic_rx], ctx.vl.model_vl)
+        b.a2a_pending = 0.0
 
     def _leave(self, req: Request) -> None:
         assert req.de is not None

@@ -47,7 +47,6 @@ class Metrics:
     # (time, max/avg attention time across the GPUs of one lockstep unit) per forward
     attention_balance: list[tuple[float, float]] = field(default_factory=list)
     forwards: int = 0
-    model_bytes_analytic: float = 0.0  # decode all-to-all bytes (timed analytically)
     decode_chunks: int = 0
     end_time: float = 0.0
 
