@@ -139,7 +139,7 @@ def _storage(cluster: Cluster, jct: float) -> dict[str, Any]:
     }
 
 
-def _tokens(cluster: Cluster) -> dict[str, int]:
+def _tokens(cluster: Cluster) -> dict[str, float]:
     reqs = cluster.metrics.requests
     hit = sum(r.hit for r in reqs)
     prompt = sum(r.prompt for r in reqs)
@@ -147,7 +147,7 @@ def _tokens(cluster: Cluster) -> dict[str, int]:
         "hit": hit,
         "miss": prompt - hit,
         "generated": sum(r.gen for r in reqs),
-        "hit_rate": hit / prompt if prompt else 0.0,  # type: ignore[dict-item]
+        "hit_rate": hit / prompt if prompt else 0.0,
     }
 
 
