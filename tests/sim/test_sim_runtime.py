@@ -77,7 +77,9 @@ def test_corrupted_block_fails_the_run_loudly() -> None:
         simulate(small("faults.corrupt_blocks=1"))
 
 
-@pytest.mark.parametrize(("policy", "pe", "de"), [("rr-pe", True, False), ("rr-de", False, True)])
+@pytest.mark.parametrize(
+    ("policy", "pe", "de"), [("layerwise", True, False), ("de-only", False, True)]
+)
 def test_fixed_read_paths(policy: str, pe: bool, de: bool) -> None:
     r = simulate(small(f"policy.name={policy}", agents=4))
     assert (r["read_path"]["pe"] > 0) is pe

@@ -28,7 +28,7 @@ def _engines(n: int, free_hbm: float = 1e9) -> list[EngineState]:
 
 
 def test_round_robin_spreads_and_respects_beta() -> None:
-    policy = default_registry().create("rr-shorter", LIMITS, 0)
+    policy = default_registry().create("dualpath-simple", LIMITS, 0)
     loop = asyncio.new_event_loop()
     queue = deque(_req(i, prompt=600, loop=loop) for i in range(6))
     engines = _engines(2)
@@ -40,7 +40,7 @@ def test_round_robin_spreads_and_respects_beta() -> None:
 
 
 def test_decode_assignment_needs_hbm() -> None:
-    policy = default_registry().create("rr-shorter", LIMITS, 0)
+    policy = default_registry().create("dualpath-simple", LIMITS, 0)
     loop = asyncio.new_event_loop()
     private = deque([_req(0, prompt=90, gen=10, loop=loop), _req(1, prompt=90, gen=10, loop=loop)])
     engines = _engines(1, free_hbm=1500.0)  # one request needs 100 tokens x 10 B = 1000 B
@@ -59,11 +59,15 @@ def test_read_path_choices() -> None:
     )
     loop = asyncio.new_event_loop()
     req = _req(0, loop=loop)
-    assert reg.create("rr-shorter", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.DE
-    assert reg.create("rr-pe", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.PE
-    assert reg.create("rr-de", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.DE
+    assert (
+        reg.create("dualpath-simple", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.DE
+    )
+    assert reg.create("layerwise", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.PE
+    assert reg.create("de-only", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.DE
     de_node.read_q = 10  # tie -> PE side
-    assert reg.create("rr-shorter", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.PE
+    assert (
+        reg.create("dualpath-simple", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.PE
+    )
     assert reg.create("basic", LIMITS, 0).layerwise is False
     loop.close()
 
@@ -92,5 +96,5 @@ def test_quota_batch_respects_hbm_in_non_layerwise_mode() -> None:
 
 
 def test_unknown_policy_names_the_accepted_values() -> None:
-    with pytest.raises(UnknownPolicyError, match=r"accepted: .*rr-shorter"):
+    with pytest.raises(UnknownPolicyError, match=r"accepted: .*dualpath-simple"):
         default_registry().get("nope")

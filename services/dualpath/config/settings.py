@@ -75,19 +75,44 @@ class Engine(_Section):
 
 
 class Policy(_Section):
-    name: str = Field("rr-shorter", description="scheduling policy (see `dualpath policies`)")
+    name: str = Field("dualpath", description="scheduling policy (see `dualpath policies`)")
     alpha_s: float = Field(3.0, gt=0, description="α = tokens a node's SNIC reads in this time")
     beta_s: float = Field(5.0, gt=0, description="β = tokens one GPU processes in this time")
     alpha_tokens: int | None = Field(None, gt=0, description="override α directly, tokens")
     beta_tokens: int | None = Field(None, gt=0, description="override β directly, tokens")
+    z_factor: float = Field(
+        1.05, gt=0, description="DE high-token threshold Z = factor × mean tokens per DE"
+    )
 
 
 class Workload(_Section):
-    mode: Literal["offline"] = "offline"
-    agents: int = Field(16, ge=1)
+    mode: Literal["offline", "online"] = Field(
+        "offline",
+        description="offline: `agents` start together, result = JCT; online: Poisson "
+        "arrivals at `online.aps`, result = latencies under the paper's stop rule",
+    )
+    agents: int = Field(16, ge=1, description="offline: agents that start together")
     max_len: str = Field("64k", description="maximum agent context length: 32k, 48k or 64k")
     append_scale: float = Field(1.0, gt=0)
     gen_scale: float = Field(1.0, gt=0)
+
+
+class Online(_Section):
+    """Online serving (paper §7.4). Defaults are the paper's."""
+
+    aps: float = Field(0.1, gt=0, description="agent arrivals per second (Poisson)")
+    think_time_s: float = Field(0.0, ge=0, description="tool-call time between an agent's turns")
+    slo_ttft_s: float = Field(4.0, gt=0, description="SLO: time to first token, seconds")
+    slo_tpot_ms: float = Field(50.0, gt=0, description="SLO: time per output token, ms")
+    window_s: float = Field(150.0, gt=0, description="sliding window of the stop rule, seconds")
+    lookback_s: float = Field(
+        1800.0, gt=0, description="steady state: compare with the window this much earlier"
+    )
+    steady_tolerance: float = Field(0.05, gt=0, description="steady when within this fraction")
+    max_duration_s: float = Field(
+        7200.0, gt=0, description="stop anyway after this much emulated time (reported)"
+    )
+    check_interval_s: float = Field(10.0, gt=0, description="how often the stop rule is checked")
 
 
 class Faults(_Section):
@@ -111,6 +136,7 @@ class Scenario(BaseSettings):
     engine: Engine = Engine()
     policy: Policy = Policy()
     workload: Workload = Workload()
+    online: Online = Online()
     faults: Faults = Faults()
 
 

@@ -20,6 +20,7 @@ from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
 from dualpath.engines.request import EngineState, ReadPath, Request
+from dualpath.policies.base import prefill_tokens
 
 
 class GlobalScheduler:
@@ -66,7 +67,7 @@ class GlobalScheduler:
     def on_pe_released(self, req: Request) -> None:
         pe = req.pe
         assert pe is not None
-        pe.tok -= req.prompt - req.est_hit
+        pe.tok -= prefill_tokens(req)
         pe.seq -= 1
         if req.path is ReadPath.PE and req.hit:
             self.ctx.hw.node_of(pe).buffer.release(req.hit * self.ctx.kv_token)
@@ -108,14 +109,15 @@ class GlobalScheduler:
         assigned = self.ctx.policy.assign_prefill(self.pe_queue, self.pe_groups[g])
         for req, pe in assigned:
             req.pe, req.t_pe = pe, now
-            pe.seq += 1
             self.de_queue.append(req)
         if assigned:
             self._kick("de", range(len(self.de_groups)))
 
     def _fetch_decode(self, g: int) -> None:
         now = self.ctx.clock.now()
-        for req, gi in self.ctx.policy.assign_decode_groups(self.de_queue, self.de_groups):
+        for req, gi in self.ctx.policy.assign_decode_groups(
+            self.de_queue, self.de_groups, self.de_private
+        ):
             self.de_private[gi].append(req)
             if gi != g:
                 self._kick("de", [gi])
@@ -123,7 +125,6 @@ class GlobalScheduler:
         for req, de in assigned:
             req.de, req.t_de = de, now
             req.hbm_bytes = req.length * self.ctx.kv_token
-            de.seq += 1
             if de.free_hbm < -1e-6:
                 raise RuntimeError(f"policy over-committed HBM on {de.engine_id}")
             self._spawn(self._read(req))

@@ -36,6 +36,7 @@ class Limits:
     beta: int  # tokens one GPU processes in beta_s seconds
     compute_quota_s: float  # PE attention-time cap per forward (300 ms)
     kv_bytes_per_token: int  # all layers, for HBM fits
+    z_factor: float = 1.05  # DE high-token threshold factor (paper §6.1, unexplained there)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +66,13 @@ class SchedulingPolicy(ABC):
 
     @abstractmethod
     def assign_decode_groups(
-        self, queue: deque[Request], groups: Sequence[Sequence[EngineState]]
+        self,
+        queue: deque[Request],
+        groups: Sequence[Sequence[EngineState]],
+        private: Sequence[deque[Request]],
     ) -> list[tuple[Request, int]]:
-        """Drain `queue` into DE groups; returns (request, group index) pairs."""
+        """Drain `queue` into DE groups; returns (request, group index) pairs. `private`
+        holds each group's requests not yet on a DE (read-only here)."""
 
     @abstractmethod
     def assign_decode(
@@ -76,10 +81,30 @@ class SchedulingPolicy(ABC):
         """Pop requests from a group's private queue onto DEs with enough free HBM."""
 
     def choose_path(self, request: Request, pe_node: NodeState, de_node: NodeState) -> ReadPath:
-        """Read on the side whose node has the shorter storage read queue (paper §6.1)."""
+        """Read on the side whose node has the shorter storage read queue (paper §6.1).
+
+        Tie (the paper does not say): the PE side, the cheaper path — its hit KV crosses
+        only the PE's own CNIC (loopback), while the DE path also crosses both CNICs.
+        """
         if not self.dual_path:
             return ReadPath.PE
         return ReadPath.DE if de_node.read_q < pe_node.read_q else ReadPath.PE
+
+    # --- what an assignment does to the reported state -----------------------------------
+    # Policies call these so that later choices in the same fetch see the update (the
+    # paper updates tok_e after each assignment); the scheduler shell reverses them when
+    # the request leaves the engine.
+    def take_prefill(self, req: Request, engine: EngineState) -> None:
+        engine.tok += prefill_tokens(req)
+        engine.seq += 1
+
+    def take_decode(self, req: Request, engine: EngineState) -> None:
+        engine.free_hbm -= req.length * self.limits.kv_bytes_per_token
+        engine.tok += req.length
+        engine.seq += 1
+
+    def decode_fits(self, req: Request, engine: EngineState) -> bool:
+        return engine.free_hbm >= req.length * self.limits.kv_bytes_per_token
 
     def form_batch(
         self,
@@ -93,6 +118,13 @@ class SchedulingPolicy(ABC):
         otherwise the whole prompt KV of every batched request must fit (Basic).
         """
         return quota_batch(ready, attention_time, self.limits, hbm_free)
+
+
+def prefill_tokens(req: Request) -> int:
+    """A request's weight in a PE's tok_e: the tokens it must compute (prompt minus the
+    client's hit estimate). β is "tokens one GPU processes in 5 s", i.e. computed tokens;
+    counting cached tokens too would let one 60K-context turn overload a PE."""
+    return req.prompt - req.est_hit
 
 
 def _within_quota(t: float, limits: Limits) -> bool:
@@ -115,6 +147,9 @@ def quota_batch(
     while ready:
         req = ready[0]
         remaining = req.prompt - req.computed
+        if remaining <= 0:  # nothing left to compute (cannot happen: hits stop at prompt - 1)
+            ready.popleft()
+            continue
         trial = [*shapes, (req.computed, remaining)]
         if _within_quota(attention_time(trial), limits) and _fits_hbm(
             trial, limits.kv_bytes_per_token, hbm_free

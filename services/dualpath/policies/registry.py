@@ -40,9 +40,9 @@ class PolicyRegistry:
 
 
 def default_registry() -> PolicyRegistry:
-    from dualpath.policies import simple
+    from dualpath.policies import dualpath, simple
 
     reg = PolicyRegistry()
-    for cls in simple.POLICIES:
+    for cls in (*dualpath.POLICIES, *simple.POLICIES):
         reg.register(cls)
     return reg

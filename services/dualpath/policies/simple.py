@@ -1,5 +1,9 @@
-"""Simple policies that exercise the core: FIFO + round robin (or random) assignment with a
-fixed or shortest-queue read path. The paper's own scheduler is a separate module."""
+"""Load-oblivious baselines: FIFO + round robin (or random) engine choice.
+
+These are the ablation steps of the paper's Fig. 12 (right) — `basic`, `layerwise`,
+`dualpath-simple` — plus two plain references, `round_robin` and `random`, that ignore
+load when choosing the read path too. The paper's own scheduler is `policies/dualpath.py`.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +15,17 @@ from dualpath.engines.request import EngineState, NodeState, ReadPath, Request
 from dualpath.policies.base import Limits, SchedulingPolicy
 
 
-class RoundRobin(SchedulingPolicy):
-    """FIFO queue; engines in turn; a PE with more than β unfinished tokens is skipped and
-    a DE must have the HBM for the whole request. Path: shorter storage read queue."""
+class DualPathSimple(SchedulingPolicy):
+    """FIFO queue; engines in turn. A PE with more than β unfinished tokens is skipped (so
+    requests wait in the global queue, not on one engine) and a DE must have the HBM for
+    the whole request (physics, not policy). Path: the shorter storage read queue."""
 
-    name = "rr-shorter"
-    description = "FIFO + round robin; read on the side with the shorter read queue"
+    name = "dualpath-simple"
+    description = "layerwise + dual path; round-robin engines, shorter-read-queue path"
 
     def __init__(self, limits: Limits, seed: int) -> None:
         super().__init__(limits, seed)
-        self._next_pe = 0
+        self._next_pe: dict[int, int] = {}  # per PE group, like the DE cursors
         self._next_group = 0
         self._next_de: dict[int, int] = {}
 
@@ -36,19 +41,23 @@ class RoundRobin(SchedulingPolicy):
         self, queue: deque[Request], engines: Sequence[EngineState]
     ) -> list[tuple[Request, EngineState]]:
         out: list[tuple[Request, EngineState]] = []
+        key = engines[0].group if engines else 0
         while queue:
             ok = [e.tok <= self.limits.beta for e in engines]
-            i = self._pick(engines, self._next_pe, ok)
+            i = self._pick(engines, self._next_pe.get(key, 0), ok)
             if i is None:
                 break
             req = queue.popleft()
-            engines[i].tok += req.prompt - req.est_hit
-            self._next_pe = i + 1
+            self.take_prefill(req, engines[i])
+            self._next_pe[key] = i + 1
             out.append((req, engines[i]))
         return out
 
     def assign_decode_groups(
-        self, queue: deque[Request], groups: Sequence[Sequence[EngineState]]
+        self,
+        queue: deque[Request],
+        groups: Sequence[Sequence[EngineState]],
+        private: Sequence[deque[Request]],
     ) -> list[tuple[Request, int]]:
         out: list[tuple[Request, int]] = []
         while queue:
@@ -62,44 +71,58 @@ class RoundRobin(SchedulingPolicy):
         out: list[tuple[Request, EngineState]] = []
         key = engines[0].group if engines else 0
         while private:
-            need = private[0].length * self.limits.kv_bytes_per_token
-            ok = [e.free_hbm >= need for e in engines]
+            ok = [self.decode_fits(private[0], e) for e in engines]
             i = self._pick(engines, self._next_de.get(key, 0), ok)
             if i is None:
                 break
             req = private.popleft()
-            engines[i].free_hbm -= need
-            engines[i].tok += req.length
+            self.take_decode(req, engines[i])
             self._next_de[key] = i + 1
             out.append((req, engines[i]))
         return out
 
 
-class RoundRobinPE(RoundRobin):
-    name = "rr-pe"
-    description = "FIFO + round robin; always read on the PE side (single path)"
+class Layerwise(DualPathSimple):
+    name = "layerwise"
+    description = "Basic + layerwise prefill; PE reads only, round robin"
     dual_path = False
 
 
-class RoundRobinDE(RoundRobin):
-    name = "rr-de"
-    description = "FIFO + round robin; always read on the DE side"
-
-    def choose_path(self, request: Request, pe_node: NodeState, de_node: NodeState) -> ReadPath:
-        return ReadPath.DE
-
-
-class Basic(RoundRobinPE):
+class Basic(Layerwise):
     name = "basic"
     description = "paper baseline: PE reads only, no layerwise prefill, round robin"
     layerwise = False
 
 
-class RandomAssign(RoundRobin):
-    """Like round robin, but the engine is drawn at random among the eligible ones."""
+class DeOnly(DualPathSimple):
+    name = "de-only"
+    description = "layerwise; round robin; always read on the DE side (exercises that path)"
+
+    def choose_path(self, request: Request, pe_node: NodeState, de_node: NodeState) -> ReadPath:
+        return ReadPath.DE
+
+
+class RoundRobin(DualPathSimple):
+    """Round robin everywhere: engines in turn and the read path alternating PE, DE, ...
+    — no load signal at all (the β and HBM guards stay: they are capacity, not load)."""
+
+    name = "round_robin"
+    description = "layerwise + dual path; round-robin engines and alternating read path"
+
+    def __init__(self, limits: Limits, seed: int) -> None:
+        super().__init__(limits, seed)
+        self._next_path = 0
+
+    def choose_path(self, request: Request, pe_node: NodeState, de_node: NodeState) -> ReadPath:
+        self._next_path ^= 1
+        return ReadPath.PE if self._next_path else ReadPath.DE
+
+
+class RandomAssign(DualPathSimple):
+    """Engines drawn at random among the eligible ones, read path by a coin flip."""
 
     name = "random"
-    description = "FIFO + random engine among eligible; shorter read queue path"
+    description = "layerwise + dual path; random eligible engine, random read path"
 
     def __init__(self, limits: Limits, seed: int) -> None:
         super().__init__(limits, seed)
@@ -109,11 +132,15 @@ class RandomAssign(RoundRobin):
         eligible = [i for i, good in enumerate(ok) if good]
         return self._rng.choice(eligible) if eligible else None
 
+    def choose_path(self, request: Request, pe_node: NodeState, de_node: NodeState) -> ReadPath:
+        return ReadPath.PE if self._rng.random() < 0.5 else ReadPath.DE
+
 
 POLICIES: tuple[type[SchedulingPolicy], ...] = (
-    RoundRobin,
-    RoundRobinPE,
-    RoundRobinDE,
     Basic,
+    Layerwise,
+    DualPathSimple,
+    RoundRobin,
     RandomAssign,
+    DeOnly,
 )

@@ -119,7 +119,8 @@ def derive_limits(sc: Scenario, rl: Roofline, mean_context: int, mean_append: in
     alpha = sc.policy.alpha_tokens or int(snic_bps * sc.policy.alpha_s / kv_token)
     tps = rl.tokens_per_second(mean_context, max(1, mean_append))
     beta = sc.policy.beta_tokens or int(tps * sc.policy.beta_s)
-    return Limits(alpha, beta, sc.engine.compute_quota_ms / 1000, kv_token)
+    quota = sc.engine.compute_quota_ms / 1000
+    return Limits(alpha, beta, quota, kv_token, sc.policy.z_factor)
 
 
 def build_cluster(sc: Scenario, clock: Clock, mean_context: int, mean_append: int) -> Cluster:

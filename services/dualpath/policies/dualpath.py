@@ -1,0 +1,124 @@
+"""The DualPath scheduler (paper §6.1, Algorithm 1) and its Oracle upper bound.
+
+PE choice: engines over β get nothing; the head request goes to the min-`tok_e` PE whose
+node's read queue is short (`read_q ≤ α`), else to the min-`tok_e` PE with a long queue;
+when neither exists the fetch returns and the rest stays queued (FIFO kept).
+DE choice: drain the global queue to the least-loaded group, then inside the group use the
+Z threshold to balance tokens and request counts among DEs with the HBM for the request.
+Read path and intra-engine batching: the base class (shorter read queue; compute quota).
+
+Tie-breaks the paper leaves open are the lowest engine index (deterministic). `read_q` is
+the snapshot taken when the group fetched: it is not refreshed inside one fetch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from dualpath.engines.request import EngineState, Request
+from dualpath.policies.base import SchedulingPolicy
+
+
+class DualPath(SchedulingPolicy):
+    name = "dualpath"
+    description = "full DualPath: layerwise, dual path, α/β PE choice, Z-threshold DE choice"
+
+    # --- PE scheduling (Algorithm 1) -------------------------------------------------------
+    def pick_prefill(self, engines: Sequence[EngineState]) -> EngineState | None:
+        """Category 2 (short read queue) before category 3 (long); overloaded never."""
+        lim = self.limits
+        short = [e for e in engines if e.tok <= lim.beta and e.node.read_q <= lim.alpha]
+        pool = short or [e for e in engines if e.tok <= lim.beta and e.node.read_q > lim.alpha]
+        return min(pool, key=lambda e: (e.tok, e.index)) if pool else None
+
+    def assign_prefill(
+        self, queue: deque[Request], engines: Sequence[EngineState]
+    ) -> list[tuple[Request, EngineState]]:
+        out: list[tuple[Request, EngineState]] = []
+        while queue:
+            engine = self.pick_prefill(engines)
+            if engine is None:
+                break  # back to the leader; the rest of the queue keeps its order
+            req = queue.popleft()
+            self.take_prefill(req, engine)
+            out.append((req, engine))
+        return out
+
+    # --- DE scheduling, level 1: across groups ----------------------------------------------
+    def assign_decode_groups(
+        self,
+        queue: deque[Request],
+        groups: Sequence[Sequence[EngineState]],
+        private: Sequence[deque[Request]],
+    ) -> list[tuple[Request, int]]:
+        """Drain the whole global queue, each request to the group with the smallest total
+        tok_e. A group's total also counts requests already waiting in its private queue
+        (they are its tokens-to-be; the paper updates totals after each assignment)."""
+        load = [
+            sum(e.tok for e in g) + sum(r.length for r in p)
+            for g, p in zip(groups, private, strict=True)
+        ]
+        out: list[tuple[Request, int]] = []
+        while queue:
+            req = queue.popleft()
+            gi = min(range(len(groups)), key=lambda i: (load[i], i))
+            load[gi] += req.length
+            out.append((req, gi))
+        return out
+
+    # --- DE scheduling, level 2: within a group ---------------------------------------------
+    def high_token_threshold(
+        self, private: Sequence[Request], engines: Sequence[EngineState]
+    ) -> float:
+        """Z = factor × (Σ_{r∈R} len_r + Σ_e tok_e) / |E|, R = the queue head that fits the
+        group's total free HBM if there were no fragmentation. Computed once per fetch."""
+        kv = self.limits.kv_bytes_per_token
+        free = sum(max(0.0, e.free_hbm) for e in engines)
+        fit_tokens = 0
+        for r in private:
+            if (fit_tokens + r.length) * kv > free:
+                break
+            fit_tokens += r.length
+        total = fit_tokens + sum(e.tok for e in engines)
+        return self.limits.z_factor * total / len(engines)
+
+    def pick_decode(
+        self, req: Request, engines: Sequence[EngineState], z: float
+    ) -> EngineState | None:
+        fits = [e for e in engines if self.decode_fits(req, e)]
+        if not fits:
+            return None
+        low = [e for e in fits if e.tok + req.length <= z]
+        if low:
+            return min(low, key=lambda e: (e.seq, e.index))  # balance request counts
+        return min(fits, key=lambda e: (e.tok, e.index))  # least HBM/preemption risk
+
+    def assign_decode(
+        self, private: deque[Request], engines: Sequence[EngineState]
+    ) -> list[tuple[Request, EngineState]]:
+        out: list[tuple[Request, EngineState]] = []
+        if not engines:
+            return out
+        z = self.high_token_threshold(private, engines)
+        while private:
+            engine = self.pick_decode(private[0], engines, z)
+            if engine is None:
+                break  # no DE has the HBM for the head request: return to the leader
+            req = private.popleft()
+            self.take_decode(req, engine)
+            out.append((req, engine))
+        return out
+
+
+class Oracle(DualPath):
+    """DualPath with every storage read, H2D/D2H copy and PE↔DE KV transfer taking zero
+    time (paper §7.2): the upper bound with no KV-cache I/O cost. Compute, the expert
+    all-to-all and HBM/DRAM capacities are unchanged."""
+
+    name = "oracle"
+    description = "DualPath scheduling with zero-time KV I/O (upper bound)"
+    oracle = True
+
+
+POLICIES: tuple[type[SchedulingPolicy], ...] = (DualPath, Oracle)
