@@ -7,25 +7,50 @@ from typing import Any
 from rich.table import Table
 
 
+def _ms(d: dict[str, float]) -> str:
+    return f"{d['p50'] * 1e3:.0f} / {d['p90'] * 1e3:.0f} / {d['p99'] * 1e3:.0f} ms"
+
+
 def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
-    lat = r["latency"]
-    snic, gpu, integ, rt = r["snic"], r["gpu"], r["integrity"], r["runtime"]
     sc = r["scenario"]
     topo = sc["topology"]
-
-    def ms(d: dict[str, float]) -> str:
-        return f"{d['p50'] * 1e3:.0f} / {d['p90'] * 1e3:.0f} / {d['p99'] * 1e3:.0f} ms"
-
-    paths = r["read_path"]
-    return [
+    head = [
         ("scenario", f"{sc['name']}: {sc['model']} on {sc['gpu']}, "
          f"{topo['prefill_nodes']}P{topo['decode_nodes']}D x {topo['gpus_per_node']} GPUs"),
         ("policy", r["policy"]["name"]),
+    ]  # fmt: skip
+    mode = _online_rows(r["online"]) if "online" in r else _offline_rows(r)
+    return [*head, *mode, *_common_rows(r)]
+
+
+def _offline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    sc = r["scenario"]
+    return [
         ("agents / turns", f"{sc['workload']['agents']} / {r['requests']['completed']}"),
         ("JCT (emulated)", f"{r['jct_s']:.1f} s"),
-        ("TTFT p50/p90/p99", ms(lat["ttft_s"])),
-        ("TTST p50/p90/p99", ms(lat["ttst_s"])),
-        ("TPOT p50/p90/p99", ms(lat["tpot_s"])),
+    ]
+
+
+def _online_rows(o: dict[str, Any]) -> list[tuple[str, str]]:
+    w = o["window"]
+    verdict = "met" if o["slo_met"] else "MISSED"
+    return [
+        ("online APS / agents", f"{o['aps']:g} / {o['agents_arrived']} arrived"),
+        ("stop", f"{o['stop_reason']} at {o['stop_time_s']:.0f} s"),
+        (f"last {o['window_s']:.0f} s: TTFT / TTST / TPOT mean",
+         f"{w['ttft_s']['mean']:.3f} s / {w['ttst_s']['mean']:.3f} s / "
+         f"{w['tpot_s']['mean'] * 1e3:.1f} ms (SLO {verdict})"),
+    ]  # fmt: skip
+
+
+def _common_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    lat = r["latency"]
+    snic, gpu, integ, rt = r["snic"], r["gpu"], r["integrity"], r["runtime"]
+    paths = r["read_path"]
+    return [
+        ("TTFT p50/p90/p99", _ms(lat["ttft_s"])),
+        ("TTST p50/p90/p99", _ms(lat["ttst_s"])),
+        ("TPOT p50/p90/p99", _ms(lat["tpot_s"])),
         ("hit rate", f"{r['tokens']['hit_rate'] * 100:.1f} %"),
         ("read path PE / DE", f"{paths['pe']} / {paths['de']}"),
         ("SNIC max/avg", f"{snic['balance_max_over_avg']:.2f}"),

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from dualpath.report.build import build_report
 from dualpath.runtime.cluster import Cluster, build_cluster
 from dualpath.workload import Trajectory, parse_max_len, synthetic_trajectories
 
-Progress = Callable[[int, int], None]  # (turns done, turns total)
+Progress = Callable[[int, int], None]  # (done, total): turns offline, emulated s online
 
 
 @dataclass(slots=True)
@@ -28,12 +29,13 @@ class SimOutcome:
     jct_s: float
     wall_s: float
     trajectories: list[Trajectory]
+    online: dict[str, Any] | None = None
 
 
-def make_trajectories(sc: Scenario) -> list[Trajectory]:
+def make_trajectories(sc: Scenario, n_agents: int | None = None) -> list[Trajectory]:
     w = sc.workload
     return synthetic_trajectories(
-        parse_max_len(w.max_len), w.agents, sc.seed, w.append_scale, w.gen_scale
+        parse_max_len(w.max_len), n_agents or w.agents, sc.seed, w.append_scale, w.gen_scale
     )
 
 
@@ -50,12 +52,32 @@ def mean_shape(trajs: Sequence[Trajectory]) -> tuple[int, int]:
     return (ctx_sum // max(1, n), app_sum // max(1, n))
 
 
-async def _agent(
-    cluster: Cluster, traj: Trajectory, next_rid: Callable[[], int], on_turn: Callable[[], None]
+class RequestIds:
+    def __init__(self) -> None:
+        self._next = 0
+
+    def __call__(self) -> int:
+        self._next += 1
+        return self._next
+
+
+async def run_agent(
+    cluster: Cluster,
+    traj: Trajectory,
+    next_rid: Callable[[], int],
+    on_turn: Callable[[], None],
+    *,
+    think_time_s: float = 0.0,
+    keep_going: Callable[[], bool] = lambda: True,
 ) -> None:
+    """Replay one trajectory: each turn's prompt is the whole context so far plus its append."""
     loop = asyncio.get_running_loop()
     context = 0
     for i, turn in enumerate(traj.turns):
+        if i and think_time_s > 0:
+            await cluster.clock.sleep(think_time_s)
+        if not keep_going():
+            return
         req = Request(
             rid=next_rid(),
             session=traj.agent_id,
@@ -71,9 +93,11 @@ async def _agent(
         context += int(turn.append) + int(turn.gen)
 
 
-async def _offline(
-    clock: VirtualClock, sc: Scenario, trajs: list[Trajectory], progress: Progress | None
-) -> tuple[Cluster, float]:
+@asynccontextmanager
+async def running(
+    sc: Scenario, clock: VirtualClock, trajs: Sequence[Trajectory]
+) -> AsyncIterator[Cluster]:
+    """Build the cluster, start its engines, and make any failure end the run loudly."""
     ctx, app = mean_shape(trajs)
     cluster = build_cluster(sc, clock, ctx, app)
     loop = asyncio.get_running_loop()
@@ -89,30 +113,44 @@ async def _offline(
     loop.set_exception_handler(on_error)
     runs = [u.run() for u in cluster.prefill_units] + [u.run() for u in cluster.decode_units]
     units = [loop.create_task(r) for r in runs]
-    total = sum(len(t.turns) for t in trajs)
-    counter = iter(range(1 << 62))
-    done = 0
-
-    def on_turn() -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress(done, total)
-
-    agents = asyncio.gather(*(_agent(cluster, t, lambda: next(counter), on_turn) for t in trajs))
     try:
-        waits: list[asyncio.Future[Any]] = [agents, cluster.scheduler.fatal]
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        if cluster.scheduler.fatal.done():
-            cluster.scheduler.fatal.result()  # re-raises the failure (e.g. a corrupted block)
-        agents.result()
-        return cluster, clock.now()
+        yield cluster
     finally:
-        agents.cancel()
         for task in units:
             task.cancel()
         await asyncio.gather(*units, return_exceptions=True)
-        await asyncio.gather(agents, return_exceptions=True)
+
+
+async def until_done_or_fatal(cluster: Cluster, work: asyncio.Future[Any]) -> None:
+    """Wait for `work`; a fatal engine error (e.g. a corrupted block) wins and re-raises."""
+    fatal = cluster.scheduler.fatal
+    try:
+        await asyncio.wait([work, fatal], return_when=asyncio.FIRST_COMPLETED)
+        if fatal.done():
+            fatal.result()
+        work.result()
+    finally:
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+
+
+async def _offline(
+    clock: VirtualClock, sc: Scenario, trajs: list[Trajectory], progress: Progress | None
+) -> tuple[Cluster, float]:
+    async with running(sc, clock, trajs) as cluster:
+        total = sum(len(t.turns) for t in trajs)
+        done = 0
+
+        def on_turn() -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, total)
+
+        ids = RequestIds()
+        agents = asyncio.gather(*(run_agent(cluster, t, ids, on_turn) for t in trajs))
+        await until_done_or_fatal(cluster, agents)
+        return cluster, clock.now()
 
 
 def run_offline(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
@@ -130,5 +168,13 @@ def run_offline(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
 
 def simulate(sc: Scenario, progress: Progress | None = None) -> dict[str, Any]:
     """Run a scenario on virtual time and return the report (schema dualpath.report/v1)."""
-    outcome = run_offline(sc, progress)
-    return build_report(outcome.cluster, outcome.jct_s, outcome.wall_s)
+    if sc.workload.mode == "online":
+        from dualpath.runtime.online import run_online
+
+        outcome = run_online(sc, progress)
+    else:
+        outcome = run_offline(sc, progress)
+    report = build_report(outcome.cluster, outcome.jct_s, outcome.wall_s)
+    if outcome.online is not None:
+        report["online"] = outcome.online
+    return report
