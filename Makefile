@@ -17,12 +17,15 @@ DUALPATH := $(BIN)/dualpath
 OUT ?= out
 PRESET ?= smoke
 PYTEST_ARGS ?=
+JOBS ?= 2
+EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
-.PHONY: help install run test bench lint proto clean distclean
+.PHONY: help install run test bench lint proto clean distclean experiments-quick \
+	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +57,29 @@ lint: $(STAMP) ## ruff check, ruff format --check, mypy (strict)
 proto: $(STAMP) ## regenerate gRPC/protobuf code into services/dualpath/rpc/v1 (bundled protoc)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=services --pyi_out=services \
 		--grpc_python_out=services $(PROTO_FILES)
+
+experiments-quick: $(STAMP) ## every experiment, tiny scenarios (a minute; NOT comparable to the paper)
+	@rc=0; for name in $$($(DUALPATH) experiment list | cut -d' ' -f1); do \
+		$(DUALPATH) experiment $$name --quick --jobs $(JOBS) --out $(EXP_OUT) || rc=1; \
+	done; exit $$rc
+
+exp-offline-agents: $(STAMP) ## Fig. 7 offline JCT vs agents, full grid (hours; resumable)
+	$(DUALPATH) experiment offline-agents --jobs $(JOBS) --out $(EXP_OUT)
+
+exp-pd-ratio: $(STAMP) ## Fig. 8 P/D ratio 1P1D/2P1D/1P2D, DS 27B (hours; resumable)
+	$(DUALPATH) experiment pd-ratio --jobs $(JOBS) --out $(EXP_OUT)
+
+exp-append-scale: $(STAMP) ## Fig. 9 left: append-length scale x1..x3, DS 660B (hours)
+	$(DUALPATH) experiment append-scale --jobs $(JOBS) --out $(EXP_OUT)
+
+exp-ablation: $(STAMP) ## Fig. 12 right: Basic, +layerwise, +dual path, +scheduler (hours)
+	$(DUALPATH) experiment ablation --jobs $(JOBS) --out $(EXP_OUT)
+
+exp-balance: $(STAMP) ## Fig. 13/14: storage-NIC and attention max/avg balance
+	$(DUALPATH) experiment balance --jobs $(JOBS) --out $(EXP_OUT)
+
+exp-pd-range: $(STAMP) ## §4.2 bottleneck-free P/D range sweep, DS 27B (hours)
+	$(DUALPATH) experiment pd-range --jobs $(JOBS) --out $(EXP_OUT)
 
 clean: ## remove outputs and caches (keeps .venv)
 	rm -rf $(OUT) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

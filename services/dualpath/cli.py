@@ -40,6 +40,7 @@ def _flag_overrides(**flags: Any) -> dict[str, Any]:
         "agents": "workload.agents",
         "max_len": "workload.max_len",
         "policy": "policy.name",
+        "aps": "online.aps",
     }
     out: dict[str, Any] = {}
     for flag, value in flags.items():
@@ -69,7 +70,7 @@ def _progress(console: Console) -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} turns"),
+        TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
@@ -100,6 +101,9 @@ def sim(
     agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
     max_len: Annotated[str | None, typer.Option(help="max agent context: 32k, 48k, 64k")] = None,
     policy: Annotated[str | None, typer.Option(help="scheduling policy name")] = None,
+    aps: Annotated[
+        float | None, typer.Option(help="online mode: Poisson agent arrivals per second")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="random seed")] = None,
     out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
     set_: Annotated[
@@ -107,7 +111,10 @@ def sim(
     ] = None,
     quiet: Annotated[bool, typer.Option(help="no progress bar or table")] = False,
 ) -> None:
-    """Run a scenario on virtual time (one process) and report JCT, latencies, I/O."""
+    """Run a scenario on virtual time (one process) and report JCT, latencies, I/O.
+
+    Offline by default (all agents start together, JCT); `--aps X` (or
+    `--set workload.mode=online`) serves Poisson arrivals under the paper's stop rule."""
     from dualpath.blocks import BlockCorrupted, BlockMissing
     from dualpath.engines.capacity import CapacityError
     from dualpath.report.plots import write_png
@@ -117,8 +124,10 @@ def sim(
 
     flags = _flag_overrides(
         model=model, gpu=gpu, seed=seed, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes,
-        gpus_per_node=gpus_per_node, agents=agents, max_len=max_len, policy=policy,
+        gpus_per_node=gpus_per_node, agents=agents, max_len=max_len, policy=policy, aps=aps,
     )  # fmt: skip
+    if aps is not None:
+        flags.setdefault("workload", {})["mode"] = "online"
     try:
         sc = resolve(preset, flags, set_ or [])
         validate(sc)
@@ -181,6 +190,55 @@ def presets() -> None:
 
     for name in preset_names():
         typer.echo(name)
+
+
+@app.command()
+def experiment(
+    name: Annotated[str, typer.Argument(help="experiment name, or `list` to list them")],
+    quick: Annotated[
+        bool, typer.Option(help="tiny scenarios (seconds): a check, NOT comparable to the paper")
+    ] = False,
+    jobs: Annotated[
+        int | None, typer.Option(help="worker processes (default: CPU count; 1 = in-process)")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="output root; results go to OUT/NAME/")] = Path(
+        "out/experiments"
+    ),
+    force: Annotated[bool, typer.Option(help="re-run runs whose reports already exist")] = False,
+) -> None:
+    """Run a named experiment that reproduces a paper figure; resumes where it stopped."""
+    from dualpath.experiments import experiments, run_experiment
+    from dualpath.experiments.outputs import rows_table
+
+    registry = experiments()
+    if name == "list":
+        for key, exp in registry.items():
+            typer.echo(f"{key:16s} {exp.title}")
+        return
+    chosen = registry.get(name)
+    if chosen is None:
+        _fail(f"unknown experiment {name!r}; accepted: list, " + ", ".join(registry))
+        return
+    if jobs is not None and jobs < 1:
+        _fail(f"--jobs must be at least 1, got {jobs}")
+        return
+    console = Console()
+    try:
+        outcome = run_experiment(chosen, out, quick=quick, jobs=jobs, force=force, console=console)
+    except ValueError as exc:  # a bad setting in the plan (e.g. a DP_* environment value)
+        _fail(str(exc))
+        return
+    except KeyboardInterrupt:
+        _fail(f"interrupted; finished runs are kept in {out / name / 'runs'}, "
+              "run the same command again to resume", code=130)  # fmt: skip
+        return
+    console.print(rows_table(outcome))
+    console.print(f"summary: {outcome.out_dir / 'summary.md'} and summary.json, plots beside them")
+    if outcome.exit_code:
+        failed = outcome.failed
+        shown = ", ".join(failed[:3]) + (", …" if len(failed) > 3 else "")
+        problems = ([f"{len(failed)} run(s) failed ({shown})"] if failed else []) + outcome.problems
+        _fail("; ".join(problems) + " — see summary.md", code=1)
 
 
 def main() -> None:

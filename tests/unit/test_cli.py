@@ -43,6 +43,8 @@ def test_sim_smoke_writes_report(tmp_path: Path) -> None:
         (["--set", "hardware.wat=1"], "hardware.wat"),
         (["--preset", "nope"], "accepted: "),
         (["--model", "deepseek-v3.2", "--prefill-nodes", "1", "--gpus-per-node", "1"], "HBM"),
+        (["--aps", "0"], "online.aps"),
+        (["--set", "workload.mode=batch"], "workload.mode"),
     ],
 )
 def test_bad_input_is_one_clear_line(args: list[str], needle: str) -> None:
@@ -67,3 +69,16 @@ def test_corrupted_block_exit_code(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "integrity check failed" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_sim_online_with_aps(tmp_path: Path) -> None:
+    out = tmp_path / "on.json"
+    proc = _run("sim", "--preset", "smoke", "--aps", "0.1", "--set", "online.window_s=20",
+                "--set", "online.lookback_s=40", "--set", "online.max_duration_s=80",
+                "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["mode"] == "online"
+    assert report["online"]["aps"] == 0.1
+    assert "online APS / agents" in proc.stdout
+    assert "online APS" in (tmp_path / "on.md").read_text()

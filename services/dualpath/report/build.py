@@ -96,7 +96,37 @@ def _cnic(cluster: Cluster, jct: float) -> dict[str, Any]:
             for vl, nbytes in link.bytes_by_vl.items():
                 by_vl[str(vl)] = by_vl.get(str(vl), 0.0) + nbytes
     util = {vl: (b / capacity if capacity else 0.0) for vl, b in sorted(by_vl.items())}
-    return {"bytes_by_vl": dict(sorted(by_vl.items())), "util_by_vl": util}
+    # The busiest single CNIC direction, over all VLs and per VL (bottleneck-free range).
+    max_util, max_by_vl = 0.0, dict.fromkeys(util, 0.0)
+    for gpu in cluster.hw.gpus.values():
+        for link in (gpu.cnic_rx, gpu.cnic_tx):
+            cap = link.rate * jct
+            if cap <= 0:
+                continue
+            max_util = max(max_util, link.bytes_total / cap)
+            for vl, nbytes in link.bytes_by_vl.items():
+                max_by_vl[str(vl)] = max(max_by_vl.get(str(vl), 0.0), nbytes / cap)
+    return {
+        "bytes_by_vl": dict(sorted(by_vl.items())),
+        "util_by_vl": util,
+        "max_util": max_util,
+        "max_util_by_vl": dict(sorted(max_by_vl.items())),
+    }
+
+
+def _dram(cluster: Cluster, jct: float) -> dict[str, Any]:
+    """Per-node host DRAM (half-duplex: reads and writes share the rate)."""
+    per_node = {
+        name: {
+            "util": node.dram.bytes_total / (node.dram.rate * jct) if jct > 0 else 0.0,
+            "bytes": node.dram.bytes_total,
+        }
+        for name, node in cluster.hw.nodes.items()
+    }
+    return {
+        "per_node": per_node,
+        "max_util": max((n["util"] for n in per_node.values()), default=0.0),
+    }
 
 
 def _gpu(cluster: Cluster, jct: float) -> dict[str, Any]:
@@ -208,6 +238,7 @@ def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
         "read_bytes_by_path": dict(m.bytes_by_path),
         "snic": _snic(cluster, jct),
         "cnic": _cnic(cluster, jct),
+        "dram": _dram(cluster, jct),
         "gpu": _gpu(cluster, jct),
         "integrity": _integrity(cluster),
         "storage": _storage(cluster, jct),

@@ -1,0 +1,235 @@
+"""Run an experiment: execute its RunSpecs (in worker processes), cache each report as
+`OUT/NAME/runs/KEY.json`, summarize, write summary.{json,md} and the PNGs.
+
+Resumable: a run whose report is already on disk (for the same scenario) is not re-run
+unless `force`; a failed run is recorded ({"error": ...}), the others go on, and it is
+retried on the next invocation. Ctrl-C cancels the pending runs; finished ones are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+from collections.abc import Iterable
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from dualpath.config.settings import Scenario
+from dualpath.experiments.base import Experiment, Report, RunSpec, Summary
+from dualpath.experiments.cache import SharedIndex, reuse
+from dualpath.experiments.extract import jct
+from dualpath.experiments.outputs import Outcome, RunRecord, atomic_write, write_outputs
+
+MAX_STAGES = 64  # bound on plan + more() stages (a refinement that never converges)
+
+
+def _simulate(scenario: Scenario) -> tuple[Report, float]:
+    """Worker entry point (module level, so that it pickles)."""
+    from dualpath.runtime import sim  # looked up at call time: tests may patch it
+
+    t0 = time.perf_counter()
+    report = sim.simulate(scenario)
+    return report, time.perf_counter() - t0
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which cancels and terminates them cleanly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _Log:
+    """Progress: a rich bar over the runs on a terminal, else one plain line per run."""
+
+    def __init__(self, console: Console, bar: bool, name: str) -> None:
+        self.console = console
+        self.done = 0
+        self.total = 0
+        self.progress: Progress | None = None
+        if bar:
+            self.progress = Progress(
+                TextColumn(f"[bold]{name}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("runs"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=console,
+                transient=True,
+            )
+            self.task = self.progress.add_task(name, total=0)
+            self.progress.start()
+
+    def say(self, text: str) -> None:
+        target = self.progress.console if self.progress is not None else self.console
+        target.print(text, highlight=False, soft_wrap=True)
+
+    def add(self, n: int) -> None:
+        self.total += n
+        if self.progress is not None:
+            self.progress.update(self.task, total=self.total)
+
+    def finished(self, rec: RunRecord) -> None:
+        self.done += 1
+        if rec.error is not None:
+            what = f"FAILED: {rec.error}"
+        else:
+            value = jct(rec.report)
+            what = f"JCT {value:,.1f} s" if value is not None else "done"
+        self.say(f"[{self.done}/{self.total}] {rec.spec.key}: {what} ({rec.wall_s:.1f} s wall)")
+        if self.progress is not None:
+            self.progress.update(self.task, completed=self.done)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+class _Executor:
+    def __init__(self, runs_dir: Path, jobs: int, log: _Log, index: SharedIndex) -> None:
+        self.runs_dir = runs_dir
+        self.jobs = jobs
+        self.log = log
+        self.index = index
+
+    def _record(self, spec: RunSpec, report: Report | None, exc: BaseException | None,
+                wall: float) -> RunRecord:  # fmt: skip
+        err_file = self.runs_dir / f"{spec.key}.error.txt"
+        if exc is not None or report is None:
+            msg = f"{type(exc).__name__}: {exc}" if exc is not None else "no report"
+            text = "".join(traceback.format_exception(exc)) if exc is not None else msg
+            atomic_write(err_file, text)
+            rec = RunRecord(spec, {"error": msg}, "failed", wall)
+        else:
+            path = self.runs_dir / f"{spec.key}.json"
+            atomic_write(path, json.dumps(report, indent=1))
+            self.index.publish(spec, path)
+            err_file.unlink(missing_ok=True)
+            rec = RunRecord(spec, report, "ran", wall)
+        self.log.finished(rec)
+        return rec
+
+    def run(self, specs: list[RunSpec]) -> Iterable[RunRecord]:
+        if not specs:
+            return
+        if self.jobs == 1:
+            for spec in specs:
+                t0 = time.perf_counter()
+                try:
+                    report, wall = _simulate(spec.scenario)
+                except Exception as exc:
+                    yield self._record(spec, None, exc, time.perf_counter() - t0)
+                else:
+                    yield self._record(spec, report, None, wall)
+            return
+        ctx = multiprocessing.get_context("spawn")  # no inherited event loops or threads
+        before = set(multiprocessing.active_children())
+        pool = ProcessPoolExecutor(
+            max_workers=min(self.jobs, len(specs)), mp_context=ctx, initializer=_ignore_sigint
+        )
+        try:
+            futures: dict[Future[tuple[Report, float]], RunSpec] = {
+                pool.submit(_simulate, s.scenario): s for s in specs
+            }
+            for fut in as_completed(futures):
+                spec = futures[fut]
+                try:
+                    report, wall = fut.result()
+                except Exception as exc:
+                    yield self._record(spec, None, exc, 0.0)
+                else:
+                    yield self._record(spec, report, None, wall)
+        except BaseException:  # Ctrl-C (or a consumer error): drop what has not started
+            pool.shutdown(wait=False, cancel_futures=True)
+            for child in set(multiprocessing.active_children()) - before:
+                child.terminate()  # this pool's workers (they ignore SIGINT): stop the runs
+            raise
+        pool.shutdown()
+
+
+def _unique(specs: list[RunSpec], name: str) -> None:
+    seen: set[str] = set()
+    for s in specs:
+        if s.key in seen:
+            raise ValueError(f"experiment {name}: duplicate run key {s.key!r}")
+        seen.add(s.key)
+
+
+def run_experiment(
+    exp: Experiment,
+    out: Path,
+    *,
+    quick: bool = False,
+    jobs: int | None = None,
+    force: bool = False,
+    console: Console | None = None,
+    bar: bool | None = None,
+) -> Outcome:
+    """Run `exp` into `out/NAME/` and return the outcome (`exit_code` 1 if anything failed).
+    `jobs`: worker processes (default: CPU count; 1 = inline, in this process). `bar`:
+    rich progress bar (default: when the console is a terminal)."""
+    console = console or Console()
+    n_jobs = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
+    outcome = Outcome(exp, quick, n_jobs, out / exp.name)
+    runs_dir = outcome.out_dir / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    log = _Log(console, console.is_terminal if bar is None else bar, exp.name)
+    index = SharedIndex(out)
+    executor = _Executor(runs_dir, n_jobs, log, index)
+    t0 = time.perf_counter()
+    try:
+        specs = exp.plan(quick)
+        _unique(specs, exp.name)
+        for _stage in range(MAX_STAGES):
+            todo = [s for s in specs if force or not reuse(s, runs_dir, index, outcome)]
+            if len(todo) < len(specs):
+                log.say(f"{len(specs) - len(todo)} run(s) reused from {out}")
+            log.add(len(todo))
+            for rec in executor.run(todo):
+                outcome.records[rec.spec.key] = rec
+            try:
+                nxt = exp.more(quick, outcome.results)
+            except Exception as exc:
+                outcome.problems.append(f"more() failed: {type(exc).__name__}: {exc}")
+                break
+            _unique(nxt, exp.name)
+            specs = [s for s in nxt if s.key not in outcome.records]
+            if not specs:
+                break
+        else:
+            outcome.problems.append(f"more() still asked for runs after {MAX_STAGES} stages")
+    finally:
+        log.close()
+    _finish(outcome)
+    outcome.wall_s = time.perf_counter() - t0
+    write_outputs(outcome)
+    return outcome
+
+
+def _finish(o: Outcome) -> None:
+    """Summarize and draw; a failure here is reported, never loses the runs."""
+    try:
+        o.summary = o.experiment.summarize(o.quick, o.results)
+    except Exception as exc:
+        o.problems.append(f"summarize failed: {type(exc).__name__}: {exc}")
+        o.summary = Summary()
+    for plot in o.summary.plots:
+        path = o.out_dir / plot.filename
+        try:
+            plot.draw(path)
+            o.pngs.append(path)
+        except Exception as exc:
+            o.problems.append(f"plot {plot.filename} failed: {type(exc).__name__}: {exc}")
