@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -205,6 +206,10 @@ def experiment(
         "out/experiments"
     ),
     force: Annotated[bool, typer.Option(help="re-run runs whose reports already exist")] = False,
+    only: Annotated[
+        str | None,
+        typer.Option(help="run only the runs whose key matches this regex (others: cached or —)"),
+    ] = None,
 ) -> None:
     """Run a named experiment that reproduces a paper figure; resumes where it stopped."""
     from dualpath.experiments import experiments, run_experiment
@@ -222,9 +227,17 @@ def experiment(
     if jobs is not None and jobs < 1:
         _fail(f"--jobs must be at least 1, got {jobs}")
         return
+    if only is not None:
+        try:
+            re.compile(only)
+        except re.error as exc:
+            _fail(f"--only {only!r} is not a regular expression: {exc}")
+            return
     console = Console()
     try:
-        outcome = run_experiment(chosen, out, quick=quick, jobs=jobs, force=force, console=console)
+        outcome = run_experiment(
+            chosen, out, quick=quick, jobs=jobs, force=force, console=console, only=only
+        )
     except ValueError as exc:  # a bad setting in the plan (e.g. a DP_* environment value)
         _fail(str(exc))
         return

@@ -60,7 +60,7 @@ def quick_all(
 def test_registry_names_and_paper_figures() -> None:
     names = list(experiments())
     assert names == ["offline-agents", "pd-ratio", "append-scale", "ablation", "balance",
-                     "pd-range"]  # fmt: skip
+                     "pd-range", "online-capacity"]  # fmt: skip
     figs = paper_figures()
     assert set(names) <= set(figs)
     assert all(f.source for entries in figs.values() for f in entries.values())
@@ -277,3 +277,33 @@ def test_cli_quick_run_from_cache(quick_all: tuple[Path, dict[str, Outcome]]) ->
                                  "--out", str(out)])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "reused" in result.stdout and "summary.md" in result.stdout
+
+
+def test_online_capacity_bisects_between_pass_and_fail(
+    quick_all: tuple[Path, dict[str, Outcome]],
+) -> None:
+    from dualpath.experiments.online_capacity import QUICK_GRID, bracket
+
+    outcome = quick_all[1]["online-capacity"]
+    for prefix in ("quick-ds27b-1p1d-dualpath-aps", "quick-ds660b-1p2d-basic-aps"):
+        probes = {
+            float(k[len(prefix) :]): r["online"]["slo_met"]
+            for k, r in outcome.results.items()
+            if k.startswith(prefix)
+        }
+        assert set(QUICK_GRID) <= set(probes)
+        lo, hi = bracket(probes)
+        assert lo is not None and hi is not None and lo < hi  # the quick SLO makes a bracket
+        refined = set(probes) - set(QUICK_GRID)
+        assert len(refined) == 1  # one bisection step in quick mode
+        assert all(min(QUICK_GRID) < a < max(QUICK_GRID) for a in refined)
+
+
+def test_capacity_bracket() -> None:
+    from dualpath.experiments.online_capacity import bracket
+
+    assert bracket({0.1: True, 0.2: True, 0.4: False, 0.8: False}) == (0.2, 0.4)
+    assert bracket({0.1: True, 0.3: False, 0.5: True}) == (0.1, 0.3)  # noisy pass above a fail
+    assert bracket({0.1: False}) == (None, 0.1)
+    assert bracket({0.1: True}) == (0.1, None)
+    assert bracket({}) == (None, None)

@@ -193,12 +193,11 @@ def test_pe_tok_is_updated_after_each_assignment_so_requests_spread(
     assert [e.seq for e in engines] == [3, 0, 2]
 
 
-def test_pe_request_weight_is_prompt_minus_estimated_hit(
-    loop: asyncio.AbstractEventLoop,
-) -> None:
+def test_pe_request_weight_is_its_whole_prompt(loop: asyncio.AbstractEventLoop) -> None:
+    """tok_e = the total tokens of the engine's requests, cached ones included (§6.1)."""
     engines = [_pe(0, tok=10, seq=2)]
     _policy().assign_prefill(deque([_req(loop, 0, prompt=1000, gen=50, est_hit=800)]), engines)
-    assert (engines[0].tok, engines[0].seq) == (210, 3)
+    assert (engines[0].tok, engines[0].seq) == (1010, 3)
 
 
 def test_pe_stop_when_all_overloaded_returns_assigned_and_keeps_fifo(
@@ -644,3 +643,24 @@ def test_registry_feature_flags_follow_the_ablation_ladder() -> None:
     assert flags["dualpath-simple"] == (True, True, False)
     assert flags["dualpath"] == (True, True, False)
     assert flags["oracle"] == (True, True, True)
+
+
+def test_pe_tie_on_tokens_goes_to_the_node_with_the_shorter_read_queue(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    busy, idle = NodeState("p0", "prefill", 0, read_q=500), NodeState("p1", "prefill", 1)
+    engines = [
+        EngineState("p0.gpu0", 0, busy, 0, 0),
+        EngineState("p1.gpu0", 1, idle, 0, 0),
+    ]
+    out = _policy().assign_prefill(deque([_req(loop, 0, prompt=100)]), engines)
+    assert out[0][1] is engines[1]  # equal tok_e (0): the idle node, not the lower index
+
+
+def test_path_tie_setting(loop: asyncio.AbstractEventLoop) -> None:
+    pe_node, de_node = NodeState("p", "prefill", 0, read_q=7), NodeState("d", "decode", 0, read_q=7)
+    req = _req(loop, 0, prompt=100)
+    de_tie = Limits(alpha=1000, beta=1000, compute_quota_s=0.3, kv_bytes_per_token=10,
+                    path_tie=ReadPath.DE)  # fmt: skip
+    assert DualPath(de_tie, 0).choose_path(req, pe_node, de_node) is ReadPath.DE
+    assert _policy().choose_path(req, pe_node, de_node) is ReadPath.PE

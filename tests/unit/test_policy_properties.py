@@ -152,12 +152,13 @@ def test_prefill_fetch_respects_beta_keeps_fifo_and_loses_nothing(
 def _check_dualpath_pe_pick(
     chosen: EngineState, engines: Sequence[EngineState], tok: dict[int, int], limits: Limits
 ) -> None:
-    """(e) the pick is the (tok, index) argmin of category 2, else of category 3."""
+    """(e) the pick is the (tok, read_q, index) argmin of category 2, else of category 3."""
     ok = [e for e in engines if tok[id(e)] <= limits.beta]
     short = [e for e in ok if e.node.read_q <= limits.alpha]
     pool = short or [e for e in ok if e.node.read_q > limits.alpha]
     assert any(chosen is e for e in pool)
-    assert min((tok[id(e)], e.index) for e in pool) == (tok[id(chosen)], chosen.index)
+    best = min((tok[id(e)], e.node.read_q, e.index) for e in pool)
+    assert best == (tok[id(chosen)], chosen.node.read_q, chosen.index)
 
 
 # --- DE level 1: (d) every request once, global queue drained ------------------------------

@@ -83,6 +83,9 @@ class Policy(_Section):
     z_factor: float = Field(
         1.05, gt=0, description="DE high-token threshold Z = factor × mean tokens per DE"
     )
+    path_tie: Literal["pe", "de"] = Field(
+        "pe", description="read side when the PE and DE nodes' read queues are equal"
+    )
 
 
 class Workload(_Section):

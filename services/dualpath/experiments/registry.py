@@ -11,6 +11,7 @@ def experiments() -> dict[str, Experiment]:
     from dualpath.experiments.append_scale import AppendScale
     from dualpath.experiments.balance import Balance
     from dualpath.experiments.offline_agents import OfflineAgents
+    from dualpath.experiments.online_capacity import OnlineCapacity
     from dualpath.experiments.pd_range import PdRange
     from dualpath.experiments.pd_ratio import PdRatio
 
@@ -21,6 +22,7 @@ def experiments() -> dict[str, Experiment]:
         Ablation(),
         Balance(),
         PdRange(),
+        OnlineCapacity(),
     ]
     out: dict[str, Experiment] = {}
     for exp in found:

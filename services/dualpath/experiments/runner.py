@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import signal
 import time
 import traceback
@@ -177,10 +178,13 @@ def run_experiment(
     force: bool = False,
     console: Console | None = None,
     bar: bool | None = None,
+    only: str | None = None,
 ) -> Outcome:
     """Run `exp` into `out/NAME/` and return the outcome (`exit_code` 1 if anything failed).
     `jobs`: worker processes (default: CPU count; 1 = inline, in this process). `bar`:
-    rich progress bar (default: when the console is a terminal)."""
+    rich progress bar (default: when the console is a terminal). `only`: a regular
+    expression; runs whose key does not match are not run (their cached reports are still
+    used), to run a slice of a long sweep."""
     console = console or Console()
     n_jobs = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
     outcome = Outcome(exp, quick, n_jobs, out / exp.name)
@@ -197,6 +201,11 @@ def run_experiment(
             todo = [s for s in specs if force or not reuse(s, runs_dir, index, outcome)]
             if len(todo) < len(specs):
                 log.say(f"{len(specs) - len(todo)} run(s) reused from {out}")
+            if only is not None:
+                skipped = [s for s in todo if not re.search(only, s.key)]
+                todo = [s for s in todo if re.search(only, s.key)]
+                if skipped:
+                    log.say(f"{len(skipped)} run(s) left out by --only {only!r}")
             log.add(len(todo))
             for rec in executor.run(todo):
                 outcome.records[rec.spec.key] = rec

@@ -37,6 +37,7 @@ class Limits:
     compute_quota_s: float  # PE attention-time cap per forward (300 ms)
     kv_bytes_per_token: int  # all layers, for HBM fits
     z_factor: float = 1.05  # DE high-token threshold factor (paper §6.1, unexplained there)
+    path_tie: ReadPath = ReadPath.PE  # read side when both read queues are equal
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +84,13 @@ class SchedulingPolicy(ABC):
     def choose_path(self, request: Request, pe_node: NodeState, de_node: NodeState) -> ReadPath:
         """Read on the side whose node has the shorter storage read queue (paper §6.1).
 
-        Tie (the paper does not say): the PE side, the cheaper path — its hit KV crosses
-        only the PE's own CNIC (loopback), while the DE path also crosses both CNICs.
+        Tie (the paper does not say): `policy.path_tie`, PE by default, the cheaper path —
+        its hit KV crosses only the PE's own CNIC (loopback), the DE path crosses two.
         """
         if not self.dual_path:
             return ReadPath.PE
+        if de_node.read_q == pe_node.read_q:
+            return self.limits.path_tie
         return ReadPath.DE if de_node.read_q < pe_node.read_q else ReadPath.PE
 
     # --- what an assignment does to the reported state -----------------------------------
@@ -121,10 +124,11 @@ class SchedulingPolicy(ABC):
 
 
 def prefill_tokens(req: Request) -> int:
-    """A request's weight in a PE's tok_e: the tokens it must compute (prompt minus the
-    client's hit estimate). β is "tokens one GPU processes in 5 s", i.e. computed tokens;
-    counting cached tokens too would let one 60K-context turn overload a PE."""
-    return req.prompt - req.est_hit
+    """A request's weight in a PE's tok_e: all its prompt tokens. The paper's tok_e is "the
+    total tokens of those requests", the single proxy for GPU, disk and network load: the
+    cached part is read through a SNIC and attended to, the new part is computed. β is
+    derived in the same unit (runtime.cluster.derive_limits)."""
+    return req.prompt
 
 
 def _within_quota(t: float, limits: Limits) -> bool:

@@ -7,8 +7,10 @@ DE choice: drain the global queue to the least-loaded group, then inside the gro
 Z threshold to balance tokens and request counts among DEs with the HBM for the request.
 Read path and intra-engine batching: the base class (shorter read queue; compute quota).
 
-Tie-breaks the paper leaves open are the lowest engine index (deterministic). `read_q` is
-the snapshot taken when the group fetched: it is not refreshed inside one fetch.
+Tie-breaks the paper leaves open: among PEs with equal `tok_e` the one whose node has the
+shorter read queue (so idle engines do not all fill the first node), then the lowest engine
+index; among DEs the lowest index. `read_q` is the snapshot taken when the group fetched:
+it is not refreshed inside one fetch.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ class DualPath(SchedulingPolicy):
         lim = self.limits
         short = [e for e in engines if e.tok <= lim.beta and e.node.read_q <= lim.alpha]
         pool = short or [e for e in engines if e.tok <= lim.beta and e.node.read_q > lim.alpha]
-        return min(pool, key=lambda e: (e.tok, e.index)) if pool else None
+        return min(pool, key=lambda e: (e.tok, e.node.read_q, e.index)) if pool else None
 
     def assign_prefill(
         self, queue: deque[Request], engines: Sequence[EngineState]

@@ -17,7 +17,7 @@ from dualpath.engines.context import EngineContext, FaultPlan
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.hardware import GBPS_TO_BYTES, GBS_TO_BYTES, Hardware, add_gpu, add_node
 from dualpath.engines.prefill import PrefillUnit
-from dualpath.engines.request import EngineState, NodeState
+from dualpath.engines.request import EngineState, NodeState, ReadPath
 from dualpath.engines.scheduler import GlobalScheduler
 from dualpath.links import Fabric, VlArbitration
 from dualpath.policies.base import Limits, SchedulingPolicy
@@ -117,10 +117,13 @@ def derive_limits(sc: Scenario, rl: Roofline, mean_context: int, mean_append: in
     kv_token = rl.kv_bytes_per_token
     snic_bps = sc.hardware.snic_gbps * GBPS_TO_BYTES
     alpha = sc.policy.alpha_tokens or int(snic_bps * sc.policy.alpha_s / kv_token)
-    tps = rl.tokens_per_second(mean_context, max(1, mean_append))
-    beta = sc.policy.beta_tokens or int(tps * sc.policy.beta_s)
+    # tok_e counts every prompt token of a PE's requests (see policies.base.prefill_tokens),
+    # so β is in the same unit: the prompt tokens of the requests one GPU prefills in β_s.
+    append = max(1, mean_append)
+    requests_per_s = rl.tokens_per_second(mean_context, append) / append
+    beta = sc.policy.beta_tokens or int(requests_per_s * (mean_context + append) * sc.policy.beta_s)
     quota = sc.engine.compute_quota_ms / 1000
-    return Limits(alpha, beta, quota, kv_token, sc.policy.z_factor)
+    return Limits(alpha, beta, quota, kv_token, sc.policy.z_factor, ReadPath(sc.policy.path_tie))
 
 
 def build_cluster(sc: Scenario, clock: Clock, mean_context: int, mean_append: int) -> Cluster:
