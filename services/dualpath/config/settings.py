@@ -71,7 +71,12 @@ class Engine(_Section):
     decode_chunk_steps: int = Field(
         16, ge=1, description="decode steps coalesced into one event when the batch is stable"
     )
-    fetch_interval_ms: float = Field(5.0, gt=0, description="min gap between a group's fetches")
+    fetch_interval_ms: float = Field(5.0, gt=0, description="a group leader's fetch period")
+    fetch_mode: Literal["on-change", "periodic"] = Field(
+        "on-change",
+        description="periodic: poll every interval; on-change: skip polls where nothing "
+        "changed for the group (same decisions, fewer events)",
+    )
 
 
 class Policy(_Section):

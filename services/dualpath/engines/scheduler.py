@@ -1,9 +1,11 @@
 """The global scheduler shell: queues, group fetches, and the KV read of each request.
 
 Decisions come from the `SchedulingPolicy`; this shell applies them, keeps `seq_e`,
-`tok_e`, `read_q` and free HBM up to date, and moves the bytes. A group fetches when
-something it cares about changes (a request queued, one of its engines freed work),
-at most once per `fetch_interval_ms`, like an engine-group leader polling the scheduler.
+`tok_e`, `read_q` and free HBM up to date, and moves the bytes. Each engine group's leader
+fetches periodically (`engine.fetch_interval_ms`). `engine.fetch_mode = "on-change"`
+(default) skips the polls at which nothing the group cares about changed (no request
+queued, none of its engines freed work): those polls would assign nothing, so the outcome
+is the same at a fraction of the events. `"periodic"` polls every interval regardless.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
+from dualpath.core.clock import TimerHandle
 from dualpath.engines.capacity import CapacityError
 from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
@@ -41,7 +44,25 @@ class GlobalScheduler:
         self._pending: set[tuple[str, int]] = set()
         self._last: dict[tuple[str, int], float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._polls: dict[tuple[str, int], TimerHandle] = {}
         self.fatal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if ctx.engine.fetch_mode == "periodic":
+            keys = [("pe", g) for g in range(len(pe_groups))]
+            keys += [("de", g) for g in range(len(de_groups))]
+            for key in keys:
+                self._poll(key)
+
+    def stop(self) -> None:
+        """Stop the periodic polls (nothing else keeps running on its own)."""
+        for handle in self._polls.values():
+            handle.cancel()
+        self._polls.clear()
+
+    def _poll(self, key: tuple[str, int]) -> None:
+        self._fetch(key)
+        clock = self.ctx.clock
+        when = clock.now() + self.ctx.engine.fetch_interval_ms / 1000
+        self._polls[key] = clock.call_at(when, functools.partial(self._poll, key))
 
     # --- entry points -------------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -83,6 +104,8 @@ class GlobalScheduler:
 
     # --- fetch scheduling ---------------------------------------------------------------
     def _kick(self, side: str, groups: Sequence[int] | range) -> None:
+        if self._polls:
+            return  # periodic mode: the next poll will see the change
         clock = self.ctx.clock
         interval = self.ctx.engine.fetch_interval_ms / 1000
         for g in groups:

@@ -116,6 +116,7 @@ async def running(
     try:
         yield cluster
     finally:
+        cluster.scheduler.stop()
         for task in units:
             task.cancel()
         await asyncio.gather(*units, return_exceptions=True)
