@@ -22,7 +22,7 @@ EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
 .PHONY: help install run test bench lint proto clean distclean experiments-quick \
-	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range
+	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -59,9 +59,13 @@ proto: $(STAMP) ## regenerate gRPC/protobuf code into services/dualpath/rpc/v1 (
 		--grpc_python_out=services $(PROTO_FILES)
 
 experiments-quick: $(STAMP) ## every experiment, tiny scenarios (a minute; NOT comparable to the paper)
-	@rc=0; for name in $$($(DUALPATH) experiment list | cut -d' ' -f1); do \
-		$(DUALPATH) experiment $$name --quick --jobs $(JOBS) --out $(EXP_OUT) || rc=1; \
-	done; exit $$rc
+	$(DUALPATH) experiment offline-agents --quick --jobs $(JOBS) --out $(EXP_OUT)
+	$(DUALPATH) experiment pd-ratio --quick --jobs $(JOBS) --out $(EXP_OUT)
+	$(DUALPATH) experiment append-scale --quick --jobs $(JOBS) --out $(EXP_OUT)
+	$(DUALPATH) experiment ablation --quick --jobs $(JOBS) --out $(EXP_OUT)
+	$(DUALPATH) experiment balance --quick --jobs $(JOBS) --out $(EXP_OUT)
+	$(DUALPATH) experiment pd-range --quick --jobs $(JOBS) --out $(EXP_OUT)
+	$(DUALPATH) experiment online-capacity --quick --jobs $(JOBS) --out $(EXP_OUT)
 
 exp-offline-agents: $(STAMP) ## Fig. 7 offline JCT vs agents, full grid (hours; resumable)
 	$(DUALPATH) experiment offline-agents --jobs $(JOBS) --out $(EXP_OUT)
@@ -80,6 +84,9 @@ exp-balance: $(STAMP) ## Fig. 13/14: storage-NIC and attention max/avg balance
 
 exp-pd-range: $(STAMP) ## §4.2 bottleneck-free P/D range sweep, DS 27B (hours)
 	$(DUALPATH) experiment pd-range --jobs $(JOBS) --out $(EXP_OUT)
+
+exp-online-capacity: $(STAMP) ## Fig. 10 / Table 3: online APS sweep + capacity bisection (hours)
+	$(DUALPATH) experiment online-capacity --jobs $(JOBS) --out $(EXP_OUT)
 
 clean: ## remove outputs and caches (keeps .venv)
 	rm -rf $(OUT) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
