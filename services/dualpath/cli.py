@@ -150,6 +150,9 @@ def sim(
     except (BlockCorrupted, BlockMissing) as exc:
         _fail(f"integrity check failed: {exc}", code=1)
         return
+    except KeyboardInterrupt:
+        _fail("interrupted (Ctrl-C): no report written", code=130)
+        return
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2))

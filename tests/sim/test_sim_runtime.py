@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from dualpath.blocks import BlockCorrupted
+from dualpath.config.presets import resolve
 from dualpath.runtime.sim import simulate
 from tests.sim.conftest import small
 
@@ -92,3 +93,14 @@ def test_basic_runs_without_layerwise() -> None:
     assert r["policy"]["layerwise"] is False
     assert r["read_path"]["de"] == 0
     assert r["integrity"]["conservation_ok"] is True
+
+
+def test_a_small_persist_overtaking_a_large_one_loses_nothing() -> None:
+    """Paper DS 27B 1P1D, 64 agents: a turn's first flush (its whole prompt, hundreds of
+    blocks) is still in flight when its next 16-step flush (one block) lands. The store
+    parks the later write until the gap fills instead of failing or dropping it."""
+    r = simulate(resolve("paper-ds27b-1p1d", {"workload": {"agents": 64}}, []))
+    integ = r["integrity"]
+    assert integ["conservation_ok"] and integ["blocks_lost"] == 0
+    assert integ["blocks_parked_at_end"] == 0
+    assert r["requests"]["completed"] > 64 * 100

@@ -206,3 +206,23 @@ def test_store_shares_the_engines_chain_registry() -> None:
     assert store.persist(rng, reg.expected_digest(rng)) == 2
     with pytest.raises(BlockCorrupted):  # a registry with another salt disagrees
         BlockStore().persist(rng, reg.expected_digest(rng))
+
+
+def test_out_of_order_writes_park_until_the_gap_fills() -> None:
+    store = BlockStore(ChainRegistry(salt=3))
+    digest = store.chains.expected_digest
+    late = BlockRange(0, 4, 6)
+    assert store.persist_any_order(late, digest(late)) == 0  # overtook [0, 4): parked
+    assert store.prefix_blocks(0) == 0 and store.parked_blocks() == 2
+    early = BlockRange(0, 0, 4)
+    assert store.persist_any_order(early, digest(early)) == 6  # the gap fills: both land
+    assert store.prefix_blocks(0) == 6 and store.parked_blocks() == 0
+    store.read_verified(BlockRange(0, 0, 6))
+
+
+def test_a_parked_write_is_still_checked_against_the_chain() -> None:
+    store = BlockStore(ChainRegistry(salt=3))
+    late = BlockRange(1, 2, 3)
+    with pytest.raises(BlockCorrupted):
+        store.persist_any_order(late, store.chains.expected_digest(late) ^ 1)
+    assert store.parked_blocks() == 0

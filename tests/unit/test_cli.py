@@ -82,3 +82,21 @@ def test_sim_online_with_aps(tmp_path: Path) -> None:
     assert report["online"]["aps"] == 0.1
     assert "online APS / agents" in proc.stdout
     assert "online APS" in (tmp_path / "on.md").read_text()
+
+
+def test_ctrl_c_stops_a_run_cleanly() -> None:
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dualpath.cli", "sim", "--preset", "paper-ds660b-2p4d", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(4)  # a paper-scale run takes minutes: this lands mid-run
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "interrupted" in err
+    assert "Traceback" not in err and "Event loop is closed" not in err

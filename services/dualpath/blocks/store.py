@@ -1,9 +1,10 @@
 """`BlockStore`: the pure model of the 3FS-like KV store, with its index.
 
 The store holds, per session, the leading run of Full Blocks persisted so far: decode persists
-each block as it fills, in order, so a session's stored blocks are always a prefix, and a
-persist past the end of that prefix means a bug upstream (`BlockGap`). A turn's KV hit is
-`prefix_blocks`: real only because earlier turns persisted it.
+each block as it fills, in order, so a session's stored blocks are always a prefix. `persist`
+refuses a write past the end of that prefix (`BlockGap`); `persist_any_order`, used by the
+engines, parks such a write until the earlier one lands (writes complete out of order).
+A turn's KV hit is `prefix_blocks`: real only because earlier turns persisted it.
 
 What is stored per block is the checksum its producer wrote. A block is only accepted after
 the producer's digest matched the chain, so that checksum *is* the chain's, and the store
@@ -42,7 +43,7 @@ class _Stored:
 class BlockStore:
     """Persisted Full Blocks of every session, verified against the chain on write and read."""
 
-    __slots__ = ("_by_root", "_sessions", "blocks_persisted", "blocks_read", "chains")
+    __slots__ = ("_by_root", "_parked", "_sessions", "blocks_persisted", "blocks_read", "chains")
 
     def __init__(self, chains: ChainRegistry | None = None) -> None:
         # Engines and the store must share one registry (or equal salts): the digests
@@ -50,6 +51,7 @@ class BlockStore:
         self.chains = chains if chains is not None else ChainRegistry()
         self._sessions: dict[int, _Stored] = {}
         self._by_root: dict[int, int] = {}  # h_0 -> session
+        self._parked: dict[int, list[BlockRange]] = {}  # session -> writes past a gap
         self.blocks_persisted = 0  # new blocks added (re-persisting stored blocks adds none)
         self.blocks_read = 0  # blocks covered by successful read_digest calls
 
@@ -76,6 +78,37 @@ class BlockStore:
         added = rng.stop - stored
         self.blocks_persisted += added
         return added
+
+    def persist_any_order(self, rng: BlockRange, digest: int) -> int:
+        """Like `persist`, for writes that may complete out of order (a small flush can
+        overtake a large one on a shared link, as 3FS writes do): a range past the stored
+        prefix is checked, then parked until the gap before it is filled; it becomes visible
+        (a hit) only then, since a chained hash needs its whole prefix. Returns the blocks
+        that became stored by this call, parked ones included."""
+        stored = self.prefix_blocks(rng.session)
+        if rng.start > stored:
+            expected = self.chains.expected_digest(rng)
+            if digest != expected:
+                raise BlockCorrupted(rng, expected, digest, None, "persisted")
+            self._parked.setdefault(rng.session, []).append(rng)
+            return 0
+        added = self.persist(rng, digest)
+        parked = self._parked.get(rng.session)
+        while parked:
+            n = self.prefix_blocks(rng.session)
+            ready = [r for r in parked if r.start <= n]
+            if not ready:
+                break
+            for r in ready:
+                parked.remove(r)
+                added += self.persist(r, self.chains.expected_digest(r))
+        if parked is not None and not parked:
+            del self._parked[rng.session]
+        return added
+
+    def parked_blocks(self) -> int:
+        """Blocks written but not yet visible because an earlier write is still in flight."""
+        return sum(r.nblocks for rs in self._parked.values() for r in rs)
 
     def corrupt(self, session: int, block_index: int) -> None:
         """Fault injection: invert the stored checksum of one block (twice restores it)."""

@@ -233,7 +233,7 @@ class DecodeUnit:
     def _persisted(self, ranges: list[BlockRange]) -> None:
         ctx = self.ctx
         for rng in ranges:
-            added = ctx.store.persist(rng, ctx.chains.expected_digest(rng))
+            added = ctx.store.persist_any_order(rng, ctx.chains.expected_digest(rng))
             ctx.metrics.integrity.blocks_persisted += added
             ctx.metrics.integrity.bytes_persisted += added * ctx.full_block_bytes
             if added and ctx.faults.corrupt_left > 0:

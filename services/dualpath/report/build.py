@@ -192,6 +192,8 @@ def _integrity(cluster: Cluster) -> dict[str, Any]:
         "bytes_to_prefill_hbm": i.bytes_to_prefill_hbm,
         "bytes_reloaded_for_chunks": i.bytes_reloaded,
         "bytes_persisted": i.bytes_persisted,
+        # writes that overtook an earlier one of their session and wait for it to land
+        "blocks_parked_at_end": cluster.scheduler.ctx.store.parked_blocks(),
     }
     out["conservation_ok"] = (
         abs(i.bytes_from_storage - i.bytes_to_prefill_hbm) <= 1e-6 * max(1.0, i.bytes_from_storage)

@@ -14,7 +14,7 @@ import math
 import time
 
 from dualpath.config.settings import Scenario
-from dualpath.core.clock import VirtualClock, VirtualTimeLoop
+from dualpath.core.clock import VirtualClock
 from dualpath.report.online import StopRule, Window, decide, online_section
 from dualpath.runtime.cluster import Cluster
 from dualpath.runtime.sim import (
@@ -23,6 +23,7 @@ from dualpath.runtime.sim import (
     SimOutcome,
     make_trajectories,
     run_agent,
+    run_virtual_loop,
     running,
     until_done_or_fatal,
 )
@@ -122,12 +123,8 @@ async def _online(
 def run_online(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
     """Serve Poisson-arriving agents until the stop rule fires; latencies of the last window."""
     trajs = make_trajectories(sc, agents_needed(sc))
-    loop = VirtualTimeLoop()
     t0 = time.perf_counter()
-    try:
-        cluster, s = loop.run_until_complete(_online(VirtualClock(loop), sc, trajs, progress))
-    finally:
-        loop.close()
+    cluster, s = run_virtual_loop(lambda clock: _online(clock, sc, trajs, progress))
     end = cluster.clock.now()
     cluster.metrics.end_time = end
     online = online_section(

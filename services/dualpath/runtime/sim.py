@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dualpath.config.settings import Scenario
 from dualpath.core.clock import VirtualClock, VirtualTimeLoop
@@ -154,15 +154,32 @@ async def _offline(
         return cluster, clock.now()
 
 
+T = TypeVar("T")
+
+
+def run_virtual_loop(main: Callable[[VirtualClock], Coroutine[Any, Any, T]]) -> T:
+    """Run `main` on a fresh virtual-time loop. On Ctrl-C the tasks are cancelled and the
+    loop closed cleanly before KeyboardInterrupt propagates (no 'loop is closed' noise)."""
+    loop = VirtualTimeLoop()
+    loop.set_exception_handler(lambda _loop, _ctx: None)  # until `running` installs its own
+    try:
+        return loop.run_until_complete(main(VirtualClock(loop)))
+    except KeyboardInterrupt:
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.set_exception_handler(lambda _loop, _ctx: None)
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        raise
+    finally:
+        loop.close()
+
+
 def run_offline(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
     """N agents start together and run their whole trajectories; JCT when all finish."""
     trajs = make_trajectories(sc)
-    loop = VirtualTimeLoop()
     t0 = time.perf_counter()
-    try:
-        cluster, jct = loop.run_until_complete(_offline(VirtualClock(loop), sc, trajs, progress))
-    finally:
-        loop.close()
+    cluster, jct = run_virtual_loop(lambda clock: _offline(clock, sc, trajs, progress))
     cluster.metrics.end_time = jct
     return SimOutcome(cluster, jct, time.perf_counter() - t0, trajs)
 
