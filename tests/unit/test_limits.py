@@ -34,7 +34,7 @@ def test_beta_is_the_prompt_tokens_one_gpu_prefills_in_5_s(preset: str) -> None:
     assert lim.beta == pytest.approx(requests_in_5_s * (CONTEXT + APPEND), rel=1e-6)
     assert lim.compute_quota_s == pytest.approx(0.3)
     assert lim.z_factor == pytest.approx(1.05)
-    assert lim.path_tie is ReadPath.PE
+    assert lim.path_tie is ReadPath.DE
 
 
 def test_time_windows_scale_alpha_and_beta() -> None:
@@ -52,11 +52,11 @@ def test_every_constant_can_be_overridden() -> None:
         "policy.alpha_tokens=1234",
         "policy.beta_tokens=5678",
         "policy.z_factor=1.2",
-        "policy.path_tie=de",
+        "policy.path_tie=pe",
         "engine.compute_quota_ms=150",
     ]
     lim = derive_limits(resolve("paper-ds660b-2p4d", {}, sets), rl, CONTEXT, APPEND)
-    assert (lim.alpha, lim.beta, lim.z_factor, lim.path_tie) == (1234, 5678, 1.2, ReadPath.DE)
+    assert (lim.alpha, lim.beta, lim.z_factor, lim.path_tie) == (1234, 5678, 1.2, ReadPath.PE)
     assert lim.compute_quota_s == pytest.approx(0.15)
     sc = resolve("paper-ds660b-2p4d", {}, ["engine.fetch_interval_ms=20"])
     assert sc.engine.fetch_interval_ms == 20

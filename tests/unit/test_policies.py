@@ -64,10 +64,11 @@ def test_read_path_choices() -> None:
     )
     assert reg.create("layerwise", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.PE
     assert reg.create("de-only", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.DE
-    de_node.read_q = 10  # tie -> PE side
+    de_node.read_q = 10  # tie -> DE side (policy.path_tie default)
     assert (
-        reg.create("dualpath-simple", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.PE
+        reg.create("dualpath-simple", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.DE
     )
+    assert reg.create("layerwise", LIMITS, 0).choose_path(req, pe_node, de_node) is ReadPath.PE
     assert reg.create("basic", LIMITS, 0).layerwise is False
     loop.close()
 

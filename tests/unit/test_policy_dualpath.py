@@ -427,8 +427,10 @@ def _nodes(pe_q: int, de_q: int) -> tuple[NodeState, NodeState]:
 
 
 @pytest.mark.parametrize("name", ["dualpath", "oracle", "dualpath-simple"])
-def test_read_path_tie_goes_to_pe_side(name: str, loop: asyncio.AbstractEventLoop) -> None:
-    assert _policy(name).choose_path(_req(loop, 0, 10), *_nodes(500, 500)) is ReadPath.PE
+def test_read_path_tie_goes_to_de_side_by_default(
+    name: str, loop: asyncio.AbstractEventLoop
+) -> None:
+    assert _policy(name).choose_path(_req(loop, 0, 10), *_nodes(500, 500)) is ReadPath.DE
 
 
 @pytest.mark.parametrize("name", ["dualpath", "oracle", "dualpath-simple"])
@@ -660,7 +662,7 @@ def test_pe_tie_on_tokens_goes_to_the_node_with_the_shorter_read_queue(
 def test_path_tie_setting(loop: asyncio.AbstractEventLoop) -> None:
     pe_node, de_node = NodeState("p", "prefill", 0, read_q=7), NodeState("d", "decode", 0, read_q=7)
     req = _req(loop, 0, prompt=100)
-    de_tie = Limits(alpha=1000, beta=1000, compute_quota_s=0.3, kv_bytes_per_token=10,
-                    path_tie=ReadPath.DE)  # fmt: skip
-    assert DualPath(de_tie, 0).choose_path(req, pe_node, de_node) is ReadPath.DE
-    assert _policy().choose_path(req, pe_node, de_node) is ReadPath.PE
+    pe_tie = Limits(alpha=1000, beta=1000, compute_quota_s=0.3, kv_bytes_per_token=10,
+                    path_tie=ReadPath.PE)  # fmt: skip
+    assert DualPath(pe_tie, 0).choose_path(req, pe_node, de_node) is ReadPath.PE
+    assert _policy().choose_path(req, pe_node, de_node) is ReadPath.DE

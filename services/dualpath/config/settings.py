@@ -89,7 +89,9 @@ class Policy(_Section):
         1.05, gt=0, description="DE high-token threshold Z = factor × mean tokens per DE"
     )
     path_tie: Literal["pe", "de"] = Field(
-        "pe", description="read side when the PE and DE nodes' read queues are equal"
+        "de",
+        description="read side when the PE and DE nodes' read queues are equal (the paper "
+        "does not say; see docs/scheduling.md)",
     )
 
 

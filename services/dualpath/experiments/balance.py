@@ -14,7 +14,7 @@ NAME = "balance"
 POLICIES = (("dualpath-simple", "round robin (Ours w/o scheduling)"), ("dualpath", "DualPath"))
 # The paper does not say which side reads when both read queues are equal; ties are common
 # when SNICs are far from saturated, so the experiment also runs the other choice.
-TIE_DE = ("dualpath", "DualPath, read-path tie → DE side")
+TIE_PE = ("dualpath", "DualPath, read-path tie → PE side")
 THREE_MACHINES = ("prefill0", "decode0", "decode1")  # the paper's Fig. 13 shows three
 LOADED_FRACTION = 0.8
 AGENTS, QUICK_AGENTS = 1024, 4
@@ -57,17 +57,17 @@ class Balance(Experiment):
             )  # fmt: skip
             specs.append(RunSpec(_key(quick, pol), sc, labels(sc)))
         sc = build(
-            ARM_660B, quick, policy=TIE_DE[0], agents=QUICK_AGENTS if quick else AGENTS,
-            max_len=MAX_LEN, extra={"policy": {"path_tie": "de"}},
+            ARM_660B, quick, policy=TIE_PE[0], agents=QUICK_AGENTS if quick else AGENTS,
+            max_len=MAX_LEN, extra={"policy": {"path_tie": "pe"}},
         )  # fmt: skip
-        specs.append(RunSpec(_key(quick, TIE_DE[0], "tie-de"), sc, labels(sc, path_tie="de")))
+        specs.append(RunSpec(_key(quick, TIE_PE[0], "tie-pe"), sc, labels(sc, path_tie="pe")))
         return specs
 
     def summarize(self, quick: bool, results: Results) -> Summary:
         simple, full = (results.get(_key(quick, pol)) for pol, _ in POLICIES)
-        tie_de = results.get(_key(quick, TIE_DE[0], "tie-de"))
-        variants = (*POLICIES, TIE_DE)
-        reports = (simple, full, tie_de)
+        tie_pe = results.get(_key(quick, TIE_PE[0], "tie-pe"))
+        variants = (*POLICIES, TIE_PE)
+        reports = (simple, full, tie_pe)
         window = "mean over 10 s windows of max/avg SNIC read bytes over all nodes, first 80 %"
         rows = [
             paper_row(NAME, "snic_round_robin", num(simple, "snic.balance_max_over_avg"),
@@ -76,9 +76,9 @@ class Balance(Experiment):
                       f"policy dualpath; {window}", quick=quick),
             paper_row(NAME, "attention_dualpath", num(full, "gpu.attention_balance_max_over_avg"),
                       "per forward, over one EP group's GPUs, first 5 % of the run", quick=quick),
-            paper_row(NAME, "snic_dualpath", num(tie_de, "snic.balance_max_over_avg"),
-                      f"policy dualpath, policy.path_tie=de; {window}", quick=quick,
-                      what="storage-NIC traffic max/avg, DualPath with read-path tie → DE"),
+            paper_row(NAME, "snic_dualpath", num(tie_pe, "snic.balance_max_over_avg"),
+                      f"policy dualpath, policy.path_tie=pe; {window}", quick=quick,
+                      what="storage-NIC traffic max/avg, DualPath with read-path tie → PE"),
         ]  # fmt: skip
         header = ["variant", "SNIC max/avg (all nodes)", "SNIC max/avg (3 machines)",
                   "PE / DE node read util", "DE-side reads", "attention max/avg",

@@ -37,7 +37,7 @@ class Limits:
     compute_quota_s: float  # PE attention-time cap per forward (300 ms)
     kv_bytes_per_token: int  # all layers, for HBM fits
     z_factor: float = 1.05  # DE high-token threshold factor (paper §6.1, unexplained there)
-    path_tie: ReadPath = ReadPath.PE  # read side when both read queues are equal
+    path_tie: ReadPath = ReadPath.DE  # read side when both read queues are equal
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +84,9 @@ class SchedulingPolicy(ABC):
     def choose_path(self, request: Request, pe_node: NodeState, de_node: NodeState) -> ReadPath:
         """Read on the side whose node has the shorter storage read queue (paper §6.1).
 
-        Tie (the paper does not say): `policy.path_tie`, PE by default, the cheaper path —
-        its hit KV crosses only the PE's own CNIC (loopback), the DE path crosses two.
+        Tie (the paper does not say): `policy.path_tie`, DE by default. Below saturation the
+        queues are mostly both empty, so the tie decides most reads: on the PE side every
+        read would land on the (fewer) PE nodes' SNICs; see docs/scheduling.md.
         """
         if not self.dual_path:
             return ReadPath.PE
