@@ -94,7 +94,7 @@ def test_ctrl_c_stops_a_run_cleanly() -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(4)  # a paper-scale run takes minutes: this lands mid-run
+    time.sleep(8)  # a paper-scale run takes minutes: this lands mid-run, after imports
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
