@@ -22,7 +22,7 @@ NAME = "online-capacity"
 POLICIES = ("basic", "dualpath")
 MAX_LEN = "64k"
 # Grids bracket the paper's capacities (DS 660B DualPath serves 0.4 APS in Table 3).
-GRIDS: dict[str, tuple[float, ...]] = {"ds660b": (0.1, 0.2, 0.3, 0.4, 0.5),
+GRIDS: dict[str, tuple[float, ...]] = {"ds660b": (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0),
                                        "ds27b": (0.1, 0.2, 0.4, 0.8, 1.6)}  # fmt: skip
 QUICK_GRID = (0.05, 0.4, 1.6)
 # Full runs keep the paper's window (150 s) and look-back (30 min); an unsteady run is cut
