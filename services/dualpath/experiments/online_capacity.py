@@ -47,7 +47,9 @@ def _spec(arm: Arm, quick: bool, policy: str, aps: float) -> RunSpec:
     online = {**(QUICK_ONLINE if quick else FULL_ONLINE), "aps": aps}
     extra: dict[str, Any] = {"workload": {"mode": "online"}, "online": online}
     sc = build(arm, quick, policy=policy, agents=1, max_len=MAX_LEN, extra=extra)
-    return RunSpec(_key(arm, quick, policy, aps), sc, labels(sc, aps=aps))
+    tags = labels(sc, aps=aps)
+    del tags["agents"]  # online: agents arrive at `aps`; workload.agents is unused
+    return RunSpec(_key(arm, quick, policy, aps), sc, tags)
 
 
 def _grid(arm: Arm, quick: bool) -> tuple[float, ...]:

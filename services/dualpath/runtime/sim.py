@@ -161,14 +161,13 @@ def run_virtual_loop(main: Callable[[VirtualClock], Coroutine[Any, Any, T]]) -> 
     """Run `main` on a fresh virtual-time loop. On Ctrl-C the tasks are cancelled and the
     loop closed cleanly before KeyboardInterrupt propagates (no 'loop is closed' noise)."""
     loop = VirtualTimeLoop()
-    loop.set_exception_handler(lambda _loop, _ctx: None)  # until `running` installs its own
     try:
         return loop.run_until_complete(main(VirtualClock(loop)))
     except KeyboardInterrupt:
         pending = asyncio.all_tasks(loop)
         for task in pending:
             task.cancel()
-        loop.set_exception_handler(lambda _loop, _ctx: None)
+        loop.set_exception_handler(lambda _loop, _ctx: None)  # cancelled work is not news
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         raise
     finally:
