@@ -45,7 +45,7 @@ def _req(
     rid: int,
     prompt: int,
     gen: int = 0,
-    est_hit: int = 0,
+    hit: int = 0,
     computed: int = 0,
 ) -> Request:
     return Request(
@@ -56,7 +56,7 @@ def _req(
         gen=gen,
         arrival=0.0,
         done=loop.create_future(),
-        est_hit=est_hit,
+        hit=hit,
         computed=computed,
     )
 
@@ -196,7 +196,7 @@ def test_pe_tok_is_updated_after_each_assignment_so_requests_spread(
 def test_pe_request_weight_is_its_whole_prompt(loop: asyncio.AbstractEventLoop) -> None:
     """tok_e = the total tokens of the engine's requests, cached ones included (§6.1)."""
     engines = [_pe(0, tok=10, seq=2)]
-    _policy().assign_prefill(deque([_req(loop, 0, prompt=1000, gen=50, est_hit=800)]), engines)
+    _policy().assign_prefill(deque([_req(loop, 0, prompt=1000, gen=50, hit=800)]), engines)
     assert (engines[0].tok, engines[0].seq) == (1010, 3)
 
 

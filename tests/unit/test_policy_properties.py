@@ -56,7 +56,7 @@ def _requests(
 ) -> list[Request]:
     out = []
     for i, (prompt, gen, frac) in enumerate(specs):
-        est_hit = min(prompt - 1, int(frac * prompt))  # the scheduler caps hits at prompt-1
+        hit = min(prompt - 1, int(frac * prompt))  # the scheduler caps hits at prompt-1
         fut: asyncio.Future[None] = loop.create_future()
         out.append(
             Request(
@@ -67,7 +67,7 @@ def _requests(
                 gen=gen,
                 arrival=0.0,
                 done=fut,
-                est_hit=est_hit,
+                hit=hit,
             )
         )
     return out

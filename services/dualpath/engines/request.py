@@ -25,7 +25,6 @@ class Request:
     gen: int
     arrival: float
     done: asyncio.Future[None]
-    est_hit: int = 0  # client-side hit estimate at submit (paper A.4): for tok_e only
     hit: int = 0  # tokens actually found in the store when the read starts
     pe: EngineState | None = None
     de: EngineState | None = None

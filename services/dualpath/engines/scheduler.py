@@ -67,9 +67,6 @@ class GlobalScheduler:
     # --- entry points -------------------------------------------------------------------
     def submit(self, req: Request) -> None:
         self._check_fits(req)
-        bt = self.ctx.engine.block_tokens
-        hit_blocks = min(self.ctx.store.prefix_blocks(req.session), (req.prompt - 1) // bt)
-        req.est_hit = hit_blocks * bt  # the client knows its own hit length (paper A.4)
         self.pe_queue.append(req)
         self._kick("pe", range(len(self.pe_groups)))
 
@@ -104,8 +101,8 @@ class GlobalScheduler:
 
     # --- fetch scheduling ---------------------------------------------------------------
     def _kick(self, side: str, groups: Sequence[int] | range) -> None:
-        if self._polls:
-            return  # periodic mode: the next poll will see the change
+        if self.ctx.engine.fetch_mode == "periodic":
+            return  # the next poll will see the change
         clock = self.ctx.clock
         interval = self.ctx.engine.fetch_interval_ms / 1000
         for g in groups:
