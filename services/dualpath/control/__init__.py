@@ -1,0 +1,22 @@
+"""Control plane of the process runtime: Redis as registry, block index and event log."""
+
+from dualpath.control.blockindex import BlockIndex
+from dualpath.control.events import EventBuffer, EventLog, run_epoch
+from dualpath.control.keys import ROLES, validate_run_id
+from dualpath.control.redis_server import RedisServer, RedisUnavailable, find_redis_server
+from dualpath.control.registry import Heartbeat, Member, Registry
+
+__all__ = [
+    "ROLES",
+    "BlockIndex",
+    "EventBuffer",
+    "EventLog",
+    "Heartbeat",
+    "Member",
+    "RedisServer",
+    "RedisUnavailable",
+    "Registry",
+    "find_redis_server",
+    "run_epoch",
+    "validate_run_id",
+]
