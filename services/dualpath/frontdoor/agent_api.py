@@ -1,0 +1,117 @@
+"""The native agent endpoint: POST /v1/agent/turn.
+
+An agent's next turn extends its whole history (previous prompt + previous output + the
+new append), as in the paper's trajectories, so the client only sends the append size.
+
+Native session keys get internal ids from their own counter starting at 1_000_000_000,
+apart from the OpenAI prefix table (which counts from 1), so the two never share a KV
+chain by accident. At most `max_sessions` keys are kept; the least recently used is
+forgotten and would restart at turn 0 on a fresh chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from dualpath.frontdoor import params
+from dualpath.frontdoor.backend import TurnResult, TurnSpec
+from dualpath.frontdoor.errors import ApiError, bad_param
+from dualpath.frontdoor.metrics import timings
+from dualpath.frontdoor.turns import Limits, TurnRunner
+
+NATIVE_SESSION_BASE = 1_000_000_000
+
+
+@dataclass(slots=True)
+class NativeSession:
+    session: int
+    next_turn: int = 0
+    context_tokens: int = 0  # previous prompt + previous generated
+    busy: bool = False
+
+
+class NativeSessions:
+    def __init__(self, max_sessions: int = 100_000) -> None:
+        if max_sessions < 1:
+            raise ValueError("max_sessions must be >= 1")
+        self.max_sessions = max_sessions
+        self._by_key: OrderedDict[str, NativeSession] = OrderedDict()  # LRU, oldest first
+        self._next_id = NATIVE_SESSION_BASE
+
+    def get(self, key: str) -> NativeSession:
+        state = self._by_key.get(key)
+        if state is None:
+            state = self._by_key[key] = NativeSession(self._next_id)
+            self._next_id += 1
+        self._by_key.move_to_end(key)
+        while len(self._by_key) > self.max_sessions:
+            self._by_key.popitem(last=False)
+        return state
+
+
+class AgentApi:
+    def __init__(self, limits: Limits, sessions: NativeSessions, runner: TurnRunner) -> None:
+        self._limits = limits
+        self._sessions = sessions
+        self._runner = runner
+
+    async def turn(self, request: web.Request) -> web.Response:
+        body = await params.read_json(request)
+        key = _session_key(body)
+        append = params.opt_int(body, "append_tokens", None, 1)
+        gen = params.opt_int(body, "gen_tokens", None, 1, self._limits.max_gen_tokens)
+        wanted = body.get("turn")
+        if wanted is not None:
+            wanted = params.opt_int(body, "turn", None, 0)
+        self._runner.check_capacity()
+        state = self._sessions.get(key)
+        if state.busy:  # turns of one agent are sequential: the next needs the last's output
+            raise ApiError(409, f"Session '{key}' has a turn running; wait for it", param="session")
+        if wanted is not None and wanted != state.next_turn:
+            raise ApiError(
+                409,
+                f"'turn' is {wanted} but session '{key}' expects turn {state.next_turn}",
+                param="turn",
+                code="turn_mismatch",
+            )
+        prompt = state.context_tokens + append
+        if prompt > self._limits.max_prompt_tokens:
+            raise bad_param(
+                "append_tokens",
+                f"the prompt would reach {prompt} tokens, over the limit of "
+                f"{self._limits.max_prompt_tokens}; start a new session",
+            )
+        result = await self._run(state, TurnSpec(state.session, state.next_turn, prompt, gen))
+        return web.json_response({"session_key": key, **_result_body(result)})
+
+    async def _run(self, state: NativeSession, spec: TurnSpec) -> TurnResult:
+        task = self._runner.start(spec)
+        state.busy = True
+        # Settled by the task, not the handler: a hung-up client must not lose the turn.
+        task.add_done_callback(lambda t: _settle(state, t))
+        return await asyncio.shield(task)
+
+
+def _settle(state: NativeSession, task: asyncio.Task[TurnResult]) -> None:
+    state.busy = False
+    if task.cancelled() or task.exception() is not None:
+        return  # not advanced: a refused turn can be retried with the same index
+    result = task.result()
+    state.next_turn += 1
+    state.context_tokens = result.prompt_tokens + result.generated_tokens
+
+
+def _session_key(body: params.Body) -> str:
+    key = body.get("session")
+    if not isinstance(key, str) or not 1 <= len(key) <= 128:
+        raise bad_param("session", "'session' is required: a string of 1 to 128 characters")
+    return key
+
+
+def _result_body(result: TurnResult) -> dict[str, object]:
+    return {**dataclasses.asdict(result), **timings(result)}

@@ -1,0 +1,164 @@
+"""OpenAI-compatible endpoints: /v1/models, /v1/completions, /v1/chat/completions.
+
+Sampling fields (temperature, top_p, stop, seed, ...) are accepted and ignored: the
+emulation produces filler text whose only meaningful property is its length.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from dualpath.frontdoor import params
+from dualpath.frontdoor.backend import TurnSpec
+from dualpath.frontdoor.errors import bad_param
+from dualpath.frontdoor.openai_shapes import Shape
+from dualpath.frontdoor.sessions import PrefixSessions
+from dualpath.frontdoor.sse import stream_turn
+from dualpath.frontdoor.tokenizer import (
+    MAX_TOKEN_ID,
+    ChatMessage,
+    decode_fake,
+    encode,
+    encode_chat,
+    seed_of,
+)
+from dualpath.frontdoor.turns import Limits, TurnRunner
+
+ROLES = ("system", "user", "assistant", "tool", "developer")
+PROMPT_FORMS = (
+    "'prompt' must be a string, a non-empty list of token ids (integers 0..2^32-1), "
+    "or a list holding exactly one string"
+)
+
+
+class OpenAIApi:
+    def __init__(self, limits: Limits, sessions: PrefixSessions, runner: TurnRunner) -> None:
+        self._limits = limits
+        self._sessions = sessions
+        self._runner = runner
+        self._created = int(time.time())
+
+    async def models(self, request: web.Request) -> web.Response:
+        model = {
+            "id": self._limits.model,
+            "object": "model",
+            "created": self._created,
+            "owned_by": "dualpath-testbed",
+        }
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await params.read_json(request)
+        self._common_checks(body)
+        ids = prompt_ids(body.get("prompt"), self._limits.max_prompt_tokens)
+        gen = params.opt_int(
+            body, "max_tokens", self._default_gen(), 1, self._limits.max_gen_tokens
+        )
+        return await self._serve(request, body, ids, gen, chat=False)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        body = await params.read_json(request)
+        self._common_checks(body)
+        messages = parse_messages(body.get("messages"))
+        ids = encode_chat(messages, self._limits.max_prompt_tokens)
+        hi = self._limits.max_gen_tokens
+        # max_completion_tokens is the current name; max_tokens the deprecated one.
+        gen = params.opt_int(body, "max_tokens", self._default_gen(), 1, hi)
+        gen = params.opt_int(body, "max_completion_tokens", gen, 1, hi)
+        return await self._serve(request, body, ids, gen, chat=True)
+
+    def _common_checks(self, body: params.Body) -> None:
+        params.check_model(body, self._limits.model)
+        params.check_n(body)
+
+    def _default_gen(self) -> int:
+        return min(16, self._limits.max_gen_tokens)
+
+    async def _serve(
+        self, request: web.Request, body: params.Body, ids: list[int], gen: int, *, chat: bool
+    ) -> web.StreamResponse:
+        stream = params.opt_bool(body, "stream")
+        usage = params.include_usage(body)
+        key = params.affinity(request, body)
+        self._check_length(ids, "messages" if chat else "prompt")
+        # Front-door admission before resolve, so our own 429 does not advance the session
+        # (a backend refusal later still does: that session's next turn index skips one).
+        self._runner.check_capacity()
+        session, turn = self._sessions.resolve(key, ids)
+        spec = TurnSpec(session=session, turn=turn, prompt_tokens=len(ids), gen_tokens=gen)
+        seed = seed_of(ids)
+        prefix = "chatcmpl" if chat else "cmpl"
+        shape = Shape(
+            chat, f"{prefix}-{uuid.uuid4().hex}", int(time.time()), self._limits.model, usage
+        )
+        if stream:
+            return await stream_turn(
+                request, self._runner, spec, lambda n: decode_fake(n, seed), shape
+            )
+        result = await self._runner.run(spec)
+        text = "".join(decode_fake(result.generated_tokens, seed))
+        return web.json_response(shape.full(text, result))
+
+    def _check_length(self, ids: list[int], param: str) -> None:
+        limit = self._limits.max_prompt_tokens
+        if not ids:
+            raise bad_param(param, f"'{param}' must contain at least one token")
+        if len(ids) > limit:
+            raise bad_param(
+                param, f"'{param}' is longer than the limit of {limit} tokens; shorten it"
+            )
+
+
+def prompt_ids(prompt: Any, limit: int) -> list[int]:
+    if isinstance(prompt, str):
+        return encode(prompt, limit)
+    if isinstance(prompt, list) and prompt:
+        if len(prompt) == 1 and isinstance(prompt[0], str):
+            return encode(prompt[0], limit)
+        if all(_is_token_id(t) for t in prompt):
+            return list(prompt)
+    raise bad_param("prompt", PROMPT_FORMS)
+
+
+def _is_token_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_ID
+
+
+def parse_messages(value: Any) -> list[ChatMessage]:
+    if not isinstance(value, list) or not value:
+        raise bad_param("messages", "'messages' must be a non-empty list of {role, content}")
+    return [_message(f"messages[{i}]", m) for i, m in enumerate(value)]
+
+
+def _message(where: str, message: Any) -> ChatMessage:
+    if not isinstance(message, dict):
+        raise bad_param(where, f"'{where}' must be an object with 'role' and 'content'")
+    role = message.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise bad_param(f"{where}.role", f"'{where}.role' must be one of {', '.join(ROLES)}")
+    return ChatMessage(role, _content(f"{where}.content", message.get("content"), role))
+
+
+def _content(where: str, content: Any, role: str) -> str:
+    if isinstance(content, str):
+        return content
+    if content is None and role == "assistant":
+        return ""  # an assistant turn that only made tool calls has no text
+    if isinstance(content, list):
+        texts: list[str] = []
+        for j, part in enumerate(content):
+            if not (
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+            ):
+                raise bad_param(
+                    f"{where}[{j}]", f"'{where}[{j}]' must be a text part {{type: text, text}}"
+                )
+            texts.append(part["text"])
+        return "".join(texts)
+    raise bad_param(where, f"'{where}' must be a string or a list of text parts")
