@@ -55,8 +55,8 @@ lint: $(STAMP) ## ruff check, ruff format --check, mypy (strict)
 	$(BIN)/mypy
 
 proto: $(STAMP) ## regenerate gRPC/protobuf code into services/dualpath/rpc/v1 (bundled protoc)
-	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=services --pyi_out=services \
-		--grpc_python_out=services $(PROTO_FILES)
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=services --pyi_out=services --grpc_python_out=services --plugin=protoc-gen-mypy_grpc=$(BIN)/protoc-gen-mypy_grpc --mypy_grpc_out=services $(PROTO_FILES)
+	touch services/dualpath/rpc/__init__.py services/dualpath/rpc/v1/__init__.py
 
 experiments-quick: $(STAMP) ## every experiment, tiny scenarios (a minute; NOT comparable to the paper)
 	$(DUALPATH) experiment offline-agents --quick --jobs $(JOBS) --out $(EXP_OUT)

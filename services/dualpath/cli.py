@@ -257,6 +257,15 @@ def experiment(
         _fail("; ".join(problems) + " — see summary.md", code=1)
 
 
+def _register_cluster_commands() -> None:
+    from dualpath.cli_cluster import register  # serve, up, run (the process runtime)
+
+    register(app)
+
+
+_register_cluster_commands()
+
+
 def main() -> None:
     app()
 

@@ -42,20 +42,12 @@ MAKE_TARGETS = {"install", "run", "test", "bench", "lint", "proto", "clean"}
 # What the later gRPC runtime carries (DESIGN.md §3, §7): message -> fields it must have.
 PROTO_MESSAGES = {
     "BlockRange": {"session", "start", "stop"},
-    "KvTransfer": {
-        "request_id",
-        "range",
-        "layer_start",
-        "layer_stop",
-        "nbytes",
-        "digest",
-        "vl",
-    },
-    "EngineState": {"engine_id", "seq", "tok", "read_q"},
-    "FetchRequest": {"engines"},
-    "FetchReply": set(),
-    "AgentTurnRequest": {"session"},
-    "AgentTurnResponse": {"session"},
+    "ChargeRequest": {"links", "nbytes", "vl", "payload"},
+    "ReadBlocksRequest": {"range", "target", "nbytes", "payload_scale"},
+    "WriteBlocksRequest": {"ranges", "digests", "nbytes"},
+    "TurnRequest": {"rid", "session", "prompt", "gen", "pe", "de", "path"},
+    "ReadKvRequest": {"reserve_bytes", "range", "nbytes"},
+    "Report": {"kind", "rid", "t_first", "t_second", "t_last"},
 }
 
 Invocation = tuple[str, list[str]]  # (where it is written, argv after `dualpath`)
@@ -197,6 +189,8 @@ def _protoc(out: Path) -> subprocess.CompletedProcess[str]:
             f"--python_out={out}",
             f"--pyi_out={out}",
             f"--grpc_python_out={out}",
+            f"--plugin=protoc-gen-mypy_grpc={Path(sys.executable).parent / 'protoc-gen-mypy_grpc'}",
+            f"--mypy_grpc_out={out}",
             *(str(p) for p in PROTO_FILES),
         ],
         capture_output=True,
@@ -386,17 +380,17 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 import dualpath
 assert dualpath.__file__.startswith(sys.argv[1]), dualpath.__file__
-from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc, node_pb2, scheduler_pb2, scheduler_pb2_grpc
 messages, services, packages = {}, {}, set()
-for mod in (kv_pb2, scheduler_pb2):
+for mod in (kv_pb2, node_pb2, scheduler_pb2):
     packages.add(mod.DESCRIPTOR.package)
     for name, desc in mod.DESCRIPTOR.message_types_by_name.items():
         messages[name] = [f.name for f in desc.fields]
     for name, desc in mod.DESCRIPTOR.services_by_name.items():
         services[name] = [m.name for m in desc.methods]
-t = kv_pb2.KvTransfer(request_id="r1", range=kv_pb2.BlockRange(session="s", start=0, stop=4),
-                      layer_start=0, layer_stop=1, nbytes=1 << 20, digest=bytes(16), vl=2)
-assert kv_pb2.KvTransfer.FromString(t.SerializeToString()) == t
+t = kv_pb2.WriteBlocksRequest(ranges=[kv_pb2.BlockRange(session=7, start=0, stop=4)],
+                              digests=[2**63], nbytes=1 << 20, vl=2)
+assert kv_pb2.WriteBlocksRequest.FromString(t.SerializeToString()) == t
 print(json.dumps({"packages": sorted(packages), "messages": messages, "services": services}))
 """
 

@@ -133,11 +133,16 @@ _MIN_SLEEP_WALL_S = 0.0015
 class RealClock:
     """Emulated time = wall time since start x dilation (emulated seconds per wall second)."""
 
-    def __init__(self, dilation: float = 1.0, lag: LagMeter | None = None) -> None:
+    def __init__(
+        self, dilation: float = 1.0, lag: LagMeter | None = None, epoch: float | None = None
+    ) -> None:
+        """`epoch`: the `time.perf_counter()` value that is emulated t = 0. Processes of one
+        run on one host pass the same epoch (perf_counter is CLOCK_MONOTONIC, system-wide on
+        Linux), so their emulated timestamps compare."""
         if dilation <= 0:
             raise ValueError("dilation must be > 0 emulated seconds per wall second")
         self._dilation = dilation
-        self._t0 = time.perf_counter()
+        self._t0 = time.perf_counter() if epoch is None else epoch
         self.lag = lag or LagMeter()
 
     @property

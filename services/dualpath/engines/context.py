@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from dualpath.blocks import BlockStore, ChainRegistry
 from dualpath.config.settings import Engine, VirtualLanes
@@ -40,6 +41,9 @@ class EngineContext:
     kv_token: int  # KV bytes per token, all layers
     faults: FaultPlan
     gpus_per_node: int
+    # Where transfers start: the fabric itself in one process; in the process runtime a
+    # transport that charges local hops here and remote hops in their owners' processes.
+    transport: Transport | None = None
 
     def a2a_bytes(self, tokens: int, n_layers: int) -> float:
         """Expert all-to-all bytes one GPU puts on its CNIC for `tokens` over `n_layers`.
@@ -56,7 +60,15 @@ class EngineContext:
         if self.policy.oracle or nbytes <= 0:
             self.clock.call_at(self.clock.now(), on_done)
             return
-        self.hw.fabric.start(nbytes, hops, vl, on_done)
+        (self.transport or self.hw.fabric).start(nbytes, hops, vl, on_done)
+
+
+class Transport(Protocol):
+    """Starts a transfer of `nbytes` over `hops`; calls `on_done` when every hop is done."""
+
+    def start(
+        self, nbytes: float, hops: list[Link], vl: int, on_done: Callable[[], None] | None = None
+    ) -> object: ...
 
 
 RequestHook = Callable[[Request], None]

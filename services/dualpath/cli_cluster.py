@@ -1,0 +1,185 @@
+"""`dualpath serve | up | run`: the process runtime's commands (registered on the main app)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+SPEEDUP_HELP = "dilation: emulated seconds per wall second (higher = faster, until lag grows)"
+ROLE_HELP = "scheduler, storage, prefill or decode"
+
+
+def _scenario(preset: str, set_: list[str] | None, agents: int | None = None) -> Any:
+    from dualpath.cli import _fail, validate
+    from dualpath.config.presets import ConfigError, resolve
+
+    flags: dict[str, Any] = {"workload": {"agents": agents}} if agents is not None else {}
+    try:
+        sc = resolve(preset, flags, set_ or [])
+        validate(sc)
+    except (ConfigError, ValueError) as exc:
+        _fail(str(exc))
+    return sc
+
+
+def serve(
+    role: Annotated[str, typer.Argument(help=ROLE_HELP)],
+    node: Annotated[int, typer.Option(help="node index (prefill/decode)")] = 0,
+    preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
+    set_: Annotated[list[str] | None, typer.Option("--set", help="path.to.key=value")] = None,
+    redis_url: Annotated[str, typer.Option(help="the run's Redis")] = "redis://127.0.0.1:6379/0",
+    run_id: Annotated[str, typer.Option(help="namespace of this run in Redis")] = "default",
+    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+    grpc_port: Annotated[int, typer.Option(help="gRPC port (0 = any free)")] = 0,
+    admin_port: Annotated[int, typer.Option(help="/healthz + /metrics port (0 = any)")] = 0,
+    http_port: Annotated[int, typer.Option(help="scheduler: OpenAI-compatible API port")] = 8000,
+    epoch: Annotated[float | None, typer.Option(help="perf_counter() of emulated t=0")] = None,
+    speedup: Annotated[float, typer.Option(help=SPEEDUP_HELP)] = 1.0,
+    real_payload: Annotated[
+        float, typer.Option(help="ship SCALE x the KV bytes (0 = virtual)")
+    ] = 0.0,
+) -> None:
+    """Run one service of the emulated cluster (one process per node)."""
+    import uvloop
+
+    from dualpath.cli import _fail
+    from dualpath.control import RedisUnavailable
+    from dualpath.serving.host import StartupError
+    from dualpath.serving.host import serve as serve_service
+    from dualpath.serving.options import ServeOptions
+    from dualpath.serving.roles import factory
+
+    sc = _scenario(preset, set_)
+    try:
+        opts = ServeOptions(
+            role=role, redis_url=redis_url, run_id=run_id, node=node, host=host,
+            grpc_port=grpc_port, admin_port=admin_port, http_port=http_port, epoch=epoch,
+            dilation=speedup, real_payload=real_payload,
+        )  # fmt: skip
+    except ValueError as exc:
+        _fail(str(exc))
+        return
+    try:
+        uvloop.run(serve_service(opts, sc, factory(role)))
+    except (StartupError, RedisUnavailable, ValueError) as exc:
+        _fail(f"{opts.name}: {exc}", code=1)
+    except KeyboardInterrupt:
+        pass
+
+
+def _up_options(run_dir: Path, http_port: int, speedup: float, real_payload: float,
+                redis_url: str | None) -> Any:  # fmt: skip
+    from dualpath.cli import _fail
+    from dualpath.launcher.local import UpOptions
+
+    if not speedup > 0:
+        _fail("--speedup must be > 0 (emulated seconds per wall second)")
+    if real_payload < 0:
+        _fail("--real-payload must be >= 0 (0 = virtual payloads)")
+    if not 0 <= http_port < 65536:
+        _fail("--http-port must be a TCP port (0 = any free port)")
+    return UpOptions(run_dir, http_port, speedup, real_payload, redis_url)
+
+
+def _endpoint_table(cl: Any) -> Table:
+    from dualpath.launcher.run import endpoints
+
+    table = Table(title="dualpath cluster (Ctrl-C stops it)", show_header=False)
+    for k, v in endpoints(cl):
+        table.add_row(k, v)
+    return table
+
+
+def up(
+    preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
+    set_: Annotated[list[str] | None, typer.Option("--set", help="path.to.key=value")] = None,
+    http_port: Annotated[int, typer.Option(help="OpenAI-compatible API port")] = 8000,
+    speedup: Annotated[float, typer.Option(help=SPEEDUP_HELP)] = 1.0,
+    real_payload: Annotated[float, typer.Option(help="ship SCALE x the KV bytes")] = 0.0,
+    redis_url: Annotated[
+        str | None, typer.Option(help="use this Redis (default: start one)")
+    ] = None,
+    run_dir: Annotated[Path, typer.Option(help="logs and the resolved scenario")] = Path(
+        "out/cluster"
+    ),
+) -> None:
+    """Start Redis, storage, scheduler and one process per node; serve until Ctrl-C."""
+    from dualpath.cli import _fail
+    from dualpath.control import RedisUnavailable
+    from dualpath.launcher.procs import ClusterStartError
+    from dualpath.launcher.run import serve_until_signal
+
+    sc = _scenario(preset, set_)
+    opts = _up_options(run_dir, http_port, speedup, real_payload, redis_url)
+    try:
+        serve_until_signal(sc, opts, lambda cl: Console().print(_endpoint_table(cl)))
+    except (ClusterStartError, RedisUnavailable) as exc:
+        _fail(str(exc), code=1)
+    except KeyboardInterrupt:
+        Console(stderr=True).print("stopped: every service exited, ports freed")
+
+
+def run(
+    preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
+    agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="path.to.key=value")] = None,
+    out: Annotated[Path, typer.Option(help="JSON report (+ .md, .png beside it)")] = Path(
+        "out/report.json"
+    ),
+    http_port: Annotated[int, typer.Option(help="OpenAI-compatible API port")] = 8000,
+    speedup: Annotated[float, typer.Option(help=SPEEDUP_HELP)] = 4.0,
+    real_payload: Annotated[float, typer.Option(help="ship SCALE x the KV bytes")] = 0.0,
+    redis_url: Annotated[
+        str | None, typer.Option(help="use this Redis (default: start one)")
+    ] = None,
+    quiet: Annotated[bool, typer.Option(help="no progress bar or table")] = False,
+) -> None:
+    """Local cluster + the demo agent workload through the HTTP API + report, then stop."""
+    from dualpath.cli import _fail, _progress, _progress_hook
+    from dualpath.control import RedisUnavailable
+    from dualpath.launcher.procs import ClusterStartError
+    from dualpath.launcher.run import run_workload
+    from dualpath.launcher.workload import WorkloadError
+    from dualpath.report.plots import write_png
+    from dualpath.report.render import markdown_report, summary_table
+
+    sc = _scenario(preset, set_, agents)
+    opts = _up_options(out.parent / "cluster", http_port, speedup, real_payload, redis_url)
+    console = Console(stderr=True)
+    progress = _progress(console) if not quiet and console.is_terminal else None
+    try:
+        if progress is not None:
+            with progress:
+                outcome = run_workload(sc, opts, _progress_hook(progress))
+        else:
+            outcome = run_workload(sc, opts)
+    except (ClusterStartError, RedisUnavailable) as exc:
+        _fail(str(exc), code=1)
+        return
+    except WorkloadError as exc:
+        _fail(f"the run failed: {exc} (service logs: {opts.run_dir / 'logs'})", code=1)
+        return
+    except KeyboardInterrupt:
+        _fail("interrupted (Ctrl-C): cluster stopped, no report written", code=130)
+        return
+    report = outcome.report
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    out.with_suffix(".md").write_text(markdown_report(report, out.with_suffix(".png").name))
+    write_png(report, out.with_suffix(".png"))
+    if not quiet:
+        Console().print(summary_table(report))
+        Console().print(f"report: {out}, {out.with_suffix('.md')}, {out.with_suffix('.png')}")
+    if not report["integrity"]["conservation_ok"]:
+        _fail("integrity check failed: see the report's integrity section", code=1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
+    app.command()(up)
+    app.command()(run)

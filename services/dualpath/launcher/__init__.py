@@ -1,0 +1,1 @@
+"""`dualpath up` / `dualpath run`: the whole emulated cluster as local OS processes."""

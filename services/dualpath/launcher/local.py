@@ -1,0 +1,141 @@
+"""A local emulated cluster: Redis + storage + one process per node + the scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import redis.asyncio as aioredis
+import yaml
+
+from dualpath.config.settings import Scenario
+from dualpath.control import Member, RedisServer, Registry
+from dualpath.launcher.procs import ClusterStartError, ProcessGroup
+from dualpath.serving.host import expected_members
+
+
+@dataclass(frozen=True, slots=True)
+class UpOptions:
+    run_dir: Path
+    http_port: int = 8000
+    dilation: float = 1.0
+    real_payload: float = 0.0
+    redis_url: str | None = None  # None: start a private redis-server
+    run_id: str | None = None
+    start_timeout_s: float = 120.0
+    run_timeout_s: float = 3600.0  # deadline of one turn through the HTTP API (wall)
+    grace_s: float = 10.0
+
+
+@dataclass
+class LocalCluster:
+    sc: Scenario
+    opts: UpOptions
+    group: ProcessGroup = field(init=False)
+    redis: RedisServer | None = None
+    redis_url: str = ""
+    run_id: str = ""
+    epoch: float = 0.0
+    members: list[Member] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.group = ProcessGroup(self.opts.run_dir / "logs")
+
+    @property
+    def http_addr(self) -> str:
+        return next(m.admin_addr for m in self.members if m.role == "scheduler")
+
+    def grpc_addrs(self) -> dict[str, str]:
+        return {m.name: m.grpc_addr for m in self.members}
+
+    def start(self) -> None:
+        o = self.opts
+        o.run_dir.mkdir(parents=True, exist_ok=True)
+        scenario_file = o.run_dir / "scenario.yaml"
+        scenario_file.write_text(yaml.safe_dump(self.sc.model_dump(mode="json"), sort_keys=False))
+        if o.redis_url is None:
+            self.redis = RedisServer().start()
+            self.redis_url = self.redis.url
+        else:
+            self.redis_url = o.redis_url
+        self.run_id = o.run_id or f"run-{int(time.time() * 1000)}"
+        # Emulated t = 0 for every process of the run (perf_counter is system-wide monotonic).
+        self.epoch = time.perf_counter()
+        common = [
+            "--preset", str(scenario_file), "--redis-url", self.redis_url, "--run-id",
+            self.run_id, "--epoch", repr(self.epoch), "--speedup", repr(o.dilation),
+            "--real-payload", repr(o.real_payload),
+        ]  # fmt: skip
+        self.group.spawn("storage", ["serve", "storage", *common])
+        t = self.sc.topology
+        for role, n in (("prefill", t.prefill_nodes), ("decode", t.decode_nodes)):
+            for i in range(n):
+                self.group.spawn(f"{role}{i}", ["serve", role, "--node", str(i), *common])
+        self.group.spawn(
+            "scheduler", ["serve", "scheduler", "--http-port", str(o.http_port), *common]
+        )
+        asyncio.run(self._wait_healthy())
+
+    async def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.opts.start_timeout_s
+        want = expected_members(self.sc)
+        r = aioredis.Redis.from_url(self.redis_url)
+        try:
+            registry = Registry(r, self.run_id)
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+                while True:
+                    self.group.check_alive()
+                    self.members = await registry.members()
+                    if _counts(self.members) == want and await _all_healthy(http, self.members):
+                        return
+                    if time.monotonic() > deadline:
+                        raise ClusterStartError(
+                            f"the cluster was not healthy after {self.opts.start_timeout_s:.0f} s "
+                            f"(registered: {sorted(m.name for m in self.members)}); logs in "
+                            f"{self.group.log_dir}"
+                        )
+                    await asyncio.sleep(0.2)
+        finally:
+            await r.aclose()
+
+    def stop(self) -> list[str]:
+        killed = self.group.stop(self.opts.grace_s)
+        if self.redis is not None:
+            self.redis.stop()
+        return killed
+
+
+def _counts(members: list[Member]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in members:
+        out[m.role] = out.get(m.role, 0) + 1
+    return out
+
+
+async def _all_healthy(http: aiohttp.ClientSession, members: list[Member]) -> bool:
+    for m in members:
+        try:
+            async with http.get(f"http://{m.admin_addr}/healthz") as resp:
+                if resp.status != 200:
+                    return False
+                body = await resp.json()
+        except (TimeoutError, aiohttp.ClientError, ValueError):
+            return False
+        if body.get("status") != "ok" or not body.get("ready"):
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def local_cluster(sc: Scenario, opts: UpOptions) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(sc, opts)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,0 +1,89 @@
+from dualpath.rpc.v1 import kv_pb2 as _kv_pb2
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReadPath(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    READ_PATH_UNSPECIFIED: _ClassVar[ReadPath]
+    READ_PATH_PE: _ClassVar[ReadPath]
+    READ_PATH_DE: _ClassVar[ReadPath]
+READ_PATH_UNSPECIFIED: ReadPath
+READ_PATH_PE: ReadPath
+READ_PATH_DE: ReadPath
+
+class TurnRequest(_message.Message):
+    __slots__ = ("rid", "session", "turn", "prompt", "gen", "arrival", "hit", "pe", "de", "path", "computed", "persisted_blocks", "hbm_bytes", "buffer_bytes", "t_pe", "t_de", "t_read_start", "t_read_done", "t_first")
+    RID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    GEN_FIELD_NUMBER: _ClassVar[int]
+    ARRIVAL_FIELD_NUMBER: _ClassVar[int]
+    HIT_FIELD_NUMBER: _ClassVar[int]
+    PE_FIELD_NUMBER: _ClassVar[int]
+    DE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    COMPUTED_FIELD_NUMBER: _ClassVar[int]
+    PERSISTED_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    HBM_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BUFFER_BYTES_FIELD_NUMBER: _ClassVar[int]
+    T_PE_FIELD_NUMBER: _ClassVar[int]
+    T_DE_FIELD_NUMBER: _ClassVar[int]
+    T_READ_START_FIELD_NUMBER: _ClassVar[int]
+    T_READ_DONE_FIELD_NUMBER: _ClassVar[int]
+    T_FIRST_FIELD_NUMBER: _ClassVar[int]
+    rid: int
+    session: int
+    turn: int
+    prompt: int
+    gen: int
+    arrival: float
+    hit: int
+    pe: str
+    de: str
+    path: ReadPath
+    computed: int
+    persisted_blocks: int
+    hbm_bytes: float
+    buffer_bytes: float
+    t_pe: float
+    t_de: float
+    t_read_start: float
+    t_read_done: float
+    t_first: float
+    def __init__(self, rid: _Optional[int] = ..., session: _Optional[int] = ..., turn: _Optional[int] = ..., prompt: _Optional[int] = ..., gen: _Optional[int] = ..., arrival: _Optional[float] = ..., hit: _Optional[int] = ..., pe: _Optional[str] = ..., de: _Optional[str] = ..., path: _Optional[_Union[ReadPath, str]] = ..., computed: _Optional[int] = ..., persisted_blocks: _Optional[int] = ..., hbm_bytes: _Optional[float] = ..., buffer_bytes: _Optional[float] = ..., t_pe: _Optional[float] = ..., t_de: _Optional[float] = ..., t_read_start: _Optional[float] = ..., t_read_done: _Optional[float] = ..., t_first: _Optional[float] = ...) -> None: ...
+
+class ReadKvRequest(_message.Message):
+    __slots__ = ("request_id", "reserve_bytes", "range", "target", "nbytes", "vl")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    NBYTES_FIELD_NUMBER: _ClassVar[int]
+    VL_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    reserve_bytes: float
+    range: _kv_pb2.BlockRange
+    target: int
+    nbytes: float
+    vl: int
+    def __init__(self, request_id: _Optional[int] = ..., reserve_bytes: _Optional[float] = ..., range: _Optional[_Union[_kv_pb2.BlockRange, _Mapping]] = ..., target: _Optional[int] = ..., nbytes: _Optional[float] = ..., vl: _Optional[int] = ...) -> None: ...
+
+class ReadKvReply(_message.Message):
+    __slots__ = ("blocks_verified", "error", "error_kind")
+    BLOCKS_VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
+    blocks_verified: int
+    error: str
+    error_kind: str
+    def __init__(self, blocks_verified: _Optional[int] = ..., error: _Optional[str] = ..., error_kind: _Optional[str] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

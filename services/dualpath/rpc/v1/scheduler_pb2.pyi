@@ -1,0 +1,43 @@
+from dualpath.rpc.v1 import kv_pb2 as _kv_pb2
+from dualpath.rpc.v1 import node_pb2 as _node_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReportKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REPORT_KIND_UNSPECIFIED: _ClassVar[ReportKind]
+    REPORT_KIND_PE_RELEASED: _ClassVar[ReportKind]
+    REPORT_KIND_DONE: _ClassVar[ReportKind]
+    REPORT_KIND_FAILED: _ClassVar[ReportKind]
+REPORT_KIND_UNSPECIFIED: ReportKind
+REPORT_KIND_PE_RELEASED: ReportKind
+REPORT_KIND_DONE: ReportKind
+REPORT_KIND_FAILED: ReportKind
+
+class Report(_message.Message):
+    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    RID_FIELD_NUMBER: _ClassVar[int]
+    T_FIRST_FIELD_NUMBER: _ClassVar[int]
+    T_SECOND_FIELD_NUMBER: _ClassVar[int]
+    T_LAST_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    kind: ReportKind
+    rid: int
+    t_first: float
+    t_second: float
+    t_last: float
+    message: str
+    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ReportBatch(_message.Message):
+    __slots__ = ("reports",)
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    reports: _containers.RepeatedCompositeFieldContainer[Report]
+    def __init__(self, reports: _Optional[_Iterable[_Union[Report, _Mapping]]] = ...) -> None: ...

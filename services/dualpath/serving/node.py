@@ -1,0 +1,208 @@
+"""A prefill or decode node process: its engines (the core's `PrefillUnit`/`DecodeUnit`) as
+asyncio tasks, its links and DRAM buffer, and the RPCs that reach them.
+
+An EP group spanning several nodes steps in lockstep per node here (each node process runs
+its own GPUs of the group together); see docs/services.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Coroutine
+from typing import Any
+
+import grpc
+import redis.asyncio as aioredis
+
+from dualpath.config.settings import Scenario
+from dualpath.core.clock import RealClock
+from dualpath.engines.decode import DecodeUnit
+from dualpath.engines.prefill import PrefillUnit
+from dualpath.engines.request import EngineState, ReadPath, Request
+from dualpath.rpc.v1 import kv_pb2, node_pb2, node_pb2_grpc, scheduler_pb2
+from dualpath.serving import payload
+from dualpath.serving.mover import DistributedMover
+from dualpath.serving.node_io import NodeIo, RemoteDecodeUnit
+from dualpath.serving.options import ServeOptions
+from dualpath.serving.peers import Ctx, Peers
+from dualpath.serving.prom import Gauges
+from dualpath.serving.reports import ReportSender
+from dualpath.serving.service import ServiceShell
+from dualpath.serving.stats import base_stats, pack
+from dualpath.serving.storage import charge, owned
+from dualpath.serving.wire import request_from_wire, request_to_wire
+from dualpath.serving.world import World, build_world
+
+Unit = PrefillUnit | DecodeUnit
+
+
+class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
+    def __init__(self, opts: ServeOptions, world: World) -> None:
+        super().__init__()
+        cluster = world.cluster
+        self.opts, self.world, self.name = opts, world, opts.name
+        self.owned_links = world.owned_links()
+        if self.name not in cluster.hw.nodes:
+            raise ValueError(f"--node {opts.node}: the scenario has no node {self.name!r}")
+        self.node_hw = cluster.hw.nodes[self.name]
+        self.mover = DistributedMover(self.name, cluster.hw.fabric, self._charge_remote, self.fail)
+        base = cluster.scheduler.ctx if opts.role == "prefill" else cluster.decode_units[0].ctx
+        self.ctx = dataclasses.replace(base, transport=self.mover)
+        groups = cluster.scheduler.pe_groups + cluster.scheduler.de_groups
+        self.engines: dict[str, EngineState] = {e.engine_id: e for g in groups for e in g}
+        self.io = NodeIo(self)
+        self.units = self._build_units()
+        self.unit_of: dict[str, Unit] = {e.engine_id: u for u in self.units for e in u.engines}
+        self.peers: Peers | None = None
+        self.reports: ReportSender | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _build_units(self) -> list[Unit]:
+        sched = self.world.cluster.scheduler
+        groups = sched.pe_groups if self.opts.role == "prefill" else sched.de_groups
+        mine = [[e for e in g if e.node.name == self.name] for g in groups]
+        lockstep = self.ctx.roofline.moe_layers > 0
+        members = [m for g in mine if g for m in ([g] if lockstep else [[e] for e in g])]
+        if self.opts.role == "prefill":
+            return [PrefillUnit(self.ctx, es, self._prefilled, self._released) for es in members]
+        return [RemoteDecodeUnit(self.ctx, es, self._decoded, self.io) for es in members]
+
+    def add_to(self, server: grpc.aio.Server) -> None:
+        node_pb2_grpc.add_NodeServicer_to_server(self, server)
+
+    async def on_peers(self, peers: Peers) -> None:
+        self.peers = peers
+        self.reports = ReportSender(peers, self.opts.rpc_timeout_s, self.fail)
+        self.reports.start()
+        for u in self.units:
+            self._spawn(u.run())
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.fail(task.exception())  # type: ignore[arg-type]
+
+    async def _charge_remote(self, owner: str, links: list[str], nbytes: float, vl: int) -> None:
+        assert self.peers is not None
+        size = payload.payload_size(nbytes, self.opts.real_payload)
+        msg = kv_pb2.ChargeRequest(
+            links=links, nbytes=nbytes, vl=vl, payload=payload.make(vl, size)
+        )
+        timeout = self.opts.transfer_deadline()
+        if owner == "storage":
+            await self.peers.storage().Charge(msg, timeout=timeout)
+        else:
+            await self.peers.node(owner).Charge(msg, timeout=timeout)
+
+    # --- engine hooks --------------------------------------------------------------------
+    def _released(self, req: Request) -> None:
+        """The PE finished the prefill: free its buffer here, tell the scheduler."""
+        if req.path is ReadPath.PE and req.hit:
+            self.node_hw.buffer.release(req.hit * self.ctx.kv_token)
+        self._report(scheduler_pb2.REPORT_KIND_PE_RELEASED, req)
+
+    def _prefilled(self, req: Request) -> None:
+        assert req.de is not None and self.peers is not None
+        stub = self.peers.node(req.de.node.name)
+        msg = request_to_wire(req)
+        self._spawn(self._call(stub.Receive(msg, timeout=self.opts.transfer_deadline())))
+
+    async def _call(self, call: Any) -> None:
+        await call
+
+    def _decoded(self, req: Request) -> None:
+        self._report(scheduler_pb2.REPORT_KIND_DONE, req)
+
+    def _report(self, kind: int, req: Request) -> None:
+        assert self.reports is not None
+        self.reports.send(
+            scheduler_pb2.Report(
+                kind=kind,  # type: ignore[arg-type]
+                rid=req.rid,
+                t_first=req.t_first,
+                t_second=req.t_second,
+                t_last=req.t_last,
+            )
+        )
+
+    # --- RPCs ------------------------------------------------------------------------
+    async def Charge(  # noqa: N802 (gRPC method name)
+        self, request: kv_pb2.ChargeRequest, context: Ctx
+    ) -> kv_pb2.ChargeReply:
+        try:
+            links = owned(self.world, list(request.links), context)
+            got = payload.verify(request.payload, "charge")
+            if got != payload.payload_size(request.nbytes, self.opts.real_payload):
+                raise payload.PayloadError(f"charge: payload of {got} bytes, expected other")
+        except (ValueError, payload.PayloadError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await charge(self.ctx.hw.fabric, links, request.nbytes, request.vl)
+        return kv_pb2.ChargeReply(done_at_s=self.ctx.clock.now())
+
+    async def ReadKv(  # noqa: N802
+        self, request: node_pb2.ReadKvRequest, context: Ctx
+    ) -> node_pb2.ReadKvReply:
+        return await self.io.read_kv(request, context)
+
+    async def Enqueue(  # noqa: N802
+        self, request: node_pb2.TurnRequest, context: Ctx
+    ) -> node_pb2.Ack:
+        req = self._rebuild(request)
+        assert req.pe is not None
+        unit = self.unit_of.get(req.pe.engine_id)
+        if not isinstance(unit, PrefillUnit):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{req.pe.engine_id} not here")
+        unit.enqueue(req)
+        return node_pb2.Ack()
+
+    async def Receive(  # noqa: N802
+        self, request: node_pb2.TurnRequest, context: Ctx
+    ) -> node_pb2.Ack:
+        req = self._rebuild(request)
+        assert req.de is not None
+        unit = self.unit_of.get(req.de.engine_id)
+        if not isinstance(unit, DecodeUnit):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{req.de.engine_id} not here")
+        unit.receive(req)
+        return node_pb2.Ack()
+
+    def _rebuild(self, msg: node_pb2.TurnRequest) -> Request:
+        return request_from_wire(msg, self.engines)
+
+    async def Stats(  # noqa: N802
+        self, request: kv_pb2.StatsRequest, context: Ctx
+    ) -> kv_pb2.StatsReply:
+        return kv_pb2.StatsReply(msgpack=pack(self.stats()))
+
+    # --- lifecycle and observability -------------------------------------------------
+    async def stop(self) -> None:
+        if self.reports is not None:
+            await self.reports.stop()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.mover.close()
+
+    def stats(self) -> dict[str, Any]:
+        out = base_stats(self.name, self.ctx.clock, self.owned_links, self.ctx.metrics)  # type: ignore[arg-type]
+        out["remote_charges"] = self.mover.remote_charges
+        out["report_batches"] = self.reports.batches if self.reports else 0
+        return out
+
+    def gauges(self) -> Gauges:
+        return self.io.gauges
+
+    def health(self) -> dict[str, Any]:
+        return {"service": self.name, "engines": len(self.unit_of)}
+
+
+async def make_node(
+    opts: ServeOptions, sc: Scenario, clock: RealClock, r: aioredis.Redis
+) -> ServiceShell:
+    return NodeShell(opts, build_world(sc, clock, opts.name))

@@ -1,0 +1,147 @@
+"""A node's storage I/O: the SNIC side of a KV read (verified where it lands) and the
+decode engines' persists, which cross into the storage process."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import grpc
+
+from dualpath.blocks import BlockRange
+from dualpath.engines.context import EngineContext, RequestHook
+from dualpath.engines.decode import DecodeUnit
+from dualpath.engines.request import EngineState
+from dualpath.rpc.v1 import kv_pb2, node_pb2
+from dualpath.serving import payload
+from dualpath.serving.peers import Ctx
+from dualpath.serving.storage import charge
+from dualpath.serving.wire import range_from_wire, range_to_wire
+
+if TYPE_CHECKING:
+    from dualpath.serving.node import NodeShell
+
+DEADLINE_MARGIN_S = 0.05  # a downstream call must end before its caller's deadline does
+
+
+class NodeIo:
+    def __init__(self, shell: NodeShell) -> None:
+        self.shell = shell
+
+    @property
+    def ctx(self) -> EngineContext:
+        return self.shell.ctx
+
+    async def read_kv(self, request: node_pb2.ReadKvRequest, context: Ctx) -> node_pb2.ReadKvReply:
+        """Reserve the buffer, then read storage -> SNIC -> DRAM: the storage charges its
+        target, this node its SNIC and DRAM, at once; the digest is checked here."""
+        node = self.shell.node_hw
+        if request.reserve_bytes > 0:
+            await node.buffer.acquire(request.reserve_bytes)
+        rng = range_from_wire(request.range)
+        if rng.stop == rng.start:
+            return node_pb2.ReadKvReply()
+        ctx = self.ctx
+        local = None
+        if not ctx.policy.oracle:
+            local = asyncio.ensure_future(
+                charge(ctx.hw.fabric, [node.snic_rx, node.dram], request.nbytes, request.vl)
+            )
+        try:
+            digest, got = await self._fetch(request, context)
+        except grpc.aio.AioRpcError as exc:
+            if local is not None:
+                local.cancel()
+            kind = "missing" if exc.code() == grpc.StatusCode.NOT_FOUND else "unavailable"
+            return node_pb2.ReadKvReply(error=str(exc.details()), error_kind=kind)
+        if local is not None:
+            await local
+        want = payload.payload_size(request.nbytes, self.shell.opts.real_payload)
+        if got != want:
+            return node_pb2.ReadKvReply(
+                error=f"{rng}: received {got} payload bytes, expected {want}",
+                error_kind="corrupted",
+            )
+        expected = ctx.chains.expected_digest(rng)
+        if digest != expected:
+            return node_pb2.ReadKvReply(
+                error=f"{rng}: stored digest {digest:#x} != chain digest {expected:#x}",
+                error_kind="corrupted",
+            )
+        return node_pb2.ReadKvReply(blocks_verified=rng.stop - rng.start)
+
+    async def _fetch(self, request: node_pb2.ReadKvRequest, context: Ctx) -> tuple[int, int]:
+        assert self.shell.peers is not None
+        remaining = context.time_remaining()
+        timeout = self.shell.opts.transfer_deadline()
+        if remaining is not None:
+            timeout = max(0.001, min(timeout, remaining - DEADLINE_MARGIN_S))
+        msg = kv_pb2.ReadBlocksRequest(
+            request_id=request.request_id,
+            range=request.range,
+            target=request.target,
+            nbytes=request.nbytes,
+            vl=request.vl,
+            payload_scale=self.shell.opts.real_payload,
+        )
+        digest, got = -1, 0
+        async for chunk in self.shell.peers.storage().Read(msg, timeout=timeout):
+            got += payload.verify(chunk.payload, "read")
+            if chunk.last:
+                digest = int(chunk.digest)
+        return digest, got
+
+    def gauges(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        out: dict[str, list[tuple[dict[str, str], float]]] = {}
+        kv = self.ctx.kv_token
+        hw = self.ctx.hw
+        for unit in self.shell.units:
+            if isinstance(unit, DecodeUnit):
+                for eid, b in unit.batches.items():
+                    lab = {"engine": eid}
+                    out.setdefault("vllm:num_requests_running", []).append((lab, len(b.reqs)))
+                    use = b.ctx_sum * kv / hw.gpus[eid].kv_hbm
+                    out.setdefault("vllm:kv_cache_usage_perc", []).append((lab, use))
+            else:
+                for eid, q in unit.ready.items():
+                    lab = {"engine": eid}
+                    out.setdefault("vllm:num_requests_waiting", []).append((lab, len(q)))
+        buf = self.shell.node_hw.buffer
+        out["dualpath_dram_buffer_used_bytes"] = [({"node": self.shell.name}, buf.used)]
+        return out
+
+
+class RemoteDecodeUnit(DecodeUnit):
+    """A decode unit whose persists go to the storage process: its own CNIC, DRAM and SNIC
+    are charged here, the store's write link there; the store checks the digests."""
+
+    def __init__(
+        self, ctx: EngineContext, engines: list[EngineState], on_done: RequestHook, io: NodeIo
+    ) -> None:
+        super().__init__(ctx, engines, on_done)
+        self._io = io
+
+    def _ship(self, ranges: list[BlockRange], nbytes: float, de: EngineState) -> None:
+        task = asyncio.get_running_loop().create_task(self._write(ranges, nbytes, de))
+        self._io.shell._tasks.add(task)
+        task.add_done_callback(self._io.shell._task_done)
+
+    async def _write(self, ranges: list[BlockRange], nbytes: float, de: EngineState) -> None:
+        ctx, shell = self.ctx, self._io.shell
+        assert shell.peers is not None
+        local = None
+        if not ctx.policy.oracle:
+            hops = [h for h in ctx.hw.persist_hops(de) if h is not ctx.hw.storage_write]
+            local = asyncio.ensure_future(charge(ctx.hw.fabric, hops, nbytes, ctx.vl.kv_vl))
+        size = payload.payload_size(nbytes, shell.opts.real_payload)
+        msg = kv_pb2.WriteBlocksRequest(
+            ranges=[range_to_wire(r) for r in ranges],
+            digests=[ctx.chains.expected_digest(r) for r in ranges],
+            nbytes=nbytes,
+            vl=ctx.vl.kv_vl,
+            payload=payload.make(ranges[0].session, size),
+        )
+        # The store counts the blocks it adds (they become hits only once stored there).
+        await shell.peers.storage().Write(msg, timeout=shell.opts.transfer_deadline())
+        if local is not None:
+            await local

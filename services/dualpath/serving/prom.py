@@ -1,0 +1,86 @@
+"""Prometheus metrics of a service, read from its core objects at scrape time.
+
+Each service gets its own `CollectorRegistry` (several services share a process in tests).
+Names follow vLLM where one exists; link metrics follow reference/conventions.md B5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from dualpath.core.clock import RealClock
+from dualpath.links import Link
+
+Gauges = Callable[[], dict[str, list[tuple[dict[str, str], float]]]]
+
+
+class ServiceCollector(Collector):
+    def __init__(self, service: str, clock: RealClock, links: list[Link], gauges: Gauges) -> None:
+        self.service = service
+        self.clock = clock
+        self.links = links
+        self.gauges = gauges
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self._links()
+        yield from self._lag()
+        for name, samples in self.gauges().items():
+            labels = sorted({k for s, _ in samples for k in s})
+            g = GaugeMetricFamily(name, f"{name} (emulated)", labels=labels)
+            for lab, value in samples:
+                g.add_metric([lab.get(k, "") for k in labels], value)
+            yield g
+
+    def _links(self) -> Iterable[Metric]:
+        by = CounterMetricFamily(
+            "dualpath_link_bytes", "Emulated bytes moved per link and VL", labels=["link", "vl"]
+        )
+        busy = CounterMetricFamily(
+            "dualpath_link_busy_seconds", "Emulated seconds with traffic", labels=["link"]
+        )
+        util = GaugeMetricFamily(
+            "dualpath_link_utilization",
+            "Mean used fraction of the rate since t=0",
+            labels=["link"],
+        )
+        now = max(self.clock.now(), 1e-9)
+        for link in self.links:
+            for vl, b in sorted(link.bytes_by_vl.items()):
+                by.add_metric([link.name, str(vl)], b)
+            busy.add_metric([link.name], link.busy_s)
+            util.add_metric([link.name], link.bytes_total / (link.rate * now))
+        yield from (by, busy, util)
+
+    def _lag(self) -> Iterable[Metric]:
+        lag = GaugeMetricFamily(
+            "dualpath_emulation_lag_seconds",
+            "How late timed wake-ups ran, emulated seconds",
+            labels=["service", "quantile"],
+        )
+        for q in (0.5, 0.99, 1.0):
+            lag.add_metric([self.service, str(q)], self.clock.lag.quantile(q))
+        yield lag
+        d = GaugeMetricFamily("dualpath_dilation", "Emulated seconds per wall second")
+        d.add_metric([], self.clock.dilation)
+        yield d
+
+
+def registry_for(collector: Collector) -> CollectorRegistry:
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(collector)
+    return reg
+
+
+def lag_summary(clock: RealClock) -> dict[str, Any]:
+    lag = clock.lag
+    return {
+        "p50_s": lag.quantile(0.5),
+        "p99_s": lag.quantile(0.99),
+        "max_s": lag.quantile(1.0),
+        "samples": lag.count,
+    }

@@ -1,0 +1,173 @@
+"""The core's `GlobalScheduler` with its request path over gRPC.
+
+Placement (queues, group fetches, the policy's PE/DE/read-path choices, seq_e/tok_e/read_q
+and free HBM) is the core's code, unchanged. What differs is how a placed request moves:
+the KV read becomes `ReadKv` calls on the reading node (and a buffer reservation on the
+DE), and the engines' completions come back as batched reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
+from dualpath.engines.context import EngineContext
+from dualpath.engines.request import EngineState, ReadPath, Request
+from dualpath.engines.scheduler import GlobalScheduler
+from dualpath.policies.base import prefill_tokens
+from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2
+from dualpath.serving.options import ServeOptions
+from dualpath.serving.peers import Peers
+from dualpath.serving.wire import range_to_wire, request_to_wire
+
+
+class Stages:
+    """Mean emulated time of each stage of a turn: where the process runtime spends it."""
+
+    NAMES = ("queued", "read_wait", "read", "prefill", "decode")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.sums = dict.fromkeys(self.NAMES, 0.0)
+
+    def add(self, r: Request) -> None:
+        self.n += 1
+        parts = (
+            r.t_de - r.arrival,
+            r.t_read_start - r.t_de,
+            r.t_read_done - r.t_read_start,
+            r.t_first - r.t_read_done,
+            r.t_last - r.t_first,
+        )
+        for k, v in zip(self.NAMES, parts, strict=True):
+            self.sums[k] += v
+
+    def means(self) -> dict[str, float]:
+        return {k: v / self.n for k, v in self.sums.items()} if self.n else {}
+
+
+class KvReadFailedError(RuntimeError):
+    """A node could not verify a request's KV (missing or corrupted block): fail loudly."""
+
+
+class RemoteScheduler(GlobalScheduler):
+    def __init__(
+        self,
+        ctx: EngineContext,
+        pe_groups: list[list[EngineState]],
+        de_groups: list[list[EngineState]],
+        opts: ServeOptions,
+    ) -> None:
+        super().__init__(ctx, pe_groups, de_groups)
+        self.opts = opts
+        self.peers: Peers | None = None
+        self.inflight: dict[int, Request] = {}
+        self.first_token: dict[int, Callable[[], None]] = {}
+        self.stages = Stages()
+
+    def submit(self, req: Request) -> None:
+        super().submit(req)  # raises CapacityError before anything is queued
+        self.inflight[req.rid] = req
+
+    async def _read(self, req: Request) -> None:
+        ctx, peers = self.ctx, self.peers
+        pe, de = req.pe, req.de
+        assert pe is not None and de is not None and peers is not None
+        bt = ctx.engine.block_tokens
+        lookup = await peers.storage().Lookup(
+            kv_pb2.LookupRequest(sessions=[req.session]), timeout=self.opts.rpc_timeout_s
+        )
+        hit_blocks = min(int(lookup.prefix_blocks[0]), (req.prompt - 1) // bt)
+        req.hit = req.computed = hit_blocks * bt
+        req.persisted_blocks = hit_blocks
+        req.path = ctx.policy.choose_path(req, pe.node, de.node)
+        req.buffer_bytes = req.prompt * ctx.kv_token
+        reader = pe.node if req.path is ReadPath.PE else de.node
+        nbytes = hit_blocks * ctx.full_block_bytes
+        rng = BlockRange(req.session, 0, hit_blocks)
+        reader.read_q += req.hit
+        req.t_read_start = ctx.clock.now()
+        try:
+            if req.path is ReadPath.DE:
+                reply = await self._read_kv(de.node.name, req, req.buffer_bytes, rng, nbytes)
+            else:
+                await self._read_kv(de.node.name, req, req.buffer_bytes, BlockRange(0, 0, 0), 0)
+                reserve = req.hit * ctx.kv_token
+                reply = await self._read_kv(pe.node.name, req, reserve, rng, nbytes)
+        finally:
+            reader.read_q -= req.hit
+        req.t_read_done = ctx.clock.now()
+        self._account_read(req, reply, hit_blocks, nbytes)
+        await peers.node(pe.node.name).Enqueue(
+            request_to_wire(req), timeout=self.opts.rpc_timeout_s
+        )
+
+    async def _read_kv(
+        self, node: str, req: Request, reserve: float, rng: BlockRange, nbytes: float
+    ) -> node_pb2.ReadKvReply:
+        assert self.peers is not None
+        msg = node_pb2.ReadKvRequest(
+            request_id=req.rid,
+            reserve_bytes=reserve,
+            range=range_to_wire(rng),
+            target=self._target(req, rng.stop) if rng.stop else 0,
+            nbytes=nbytes,
+            vl=self.ctx.vl.kv_vl,
+        )
+        return await self.peers.node(node).ReadKv(msg, timeout=self.opts.transfer_deadline())
+
+    def _account_read(
+        self, req: Request, reply: node_pb2.ReadKvReply, hit_blocks: int, nbytes: float
+    ) -> None:
+        integ = self.ctx.metrics.integrity
+        self.ctx.metrics.record_path(req.path, nbytes)
+        rng = BlockRange(req.session, 0, hit_blocks)
+        if reply.error_kind == "missing":
+            integ.blocks_lost += 1
+            raise BlockMissing(rng, 0)
+        if reply.error_kind == "corrupted":
+            integ.blocks_corrupted += 1
+            raise BlockCorrupted(rng, 0, 0, None, "read")
+        if reply.error:
+            raise KvReadFailedError(f"request {req.rid}: {reply.error}")
+        integ.blocks_read += hit_blocks
+        integ.bytes_from_storage += nbytes
+
+    # --- reports from the nodes -----------------------------------------------------------
+    def on_report(self, rep: scheduler_pb2.Report) -> None:
+        req = self.inflight.get(rep.rid)
+        if req is None:
+            return  # a report for a turn this scheduler no longer tracks (restarted run)
+        if rep.kind == scheduler_pb2.REPORT_KIND_PE_RELEASED:
+            self._released(req, rep)
+        elif rep.kind == scheduler_pb2.REPORT_KIND_DONE:
+            self._done(req, rep)
+        elif rep.kind == scheduler_pb2.REPORT_KIND_FAILED and not req.done.done():
+            del self.inflight[req.rid]
+            req.done.set_exception(KvReadFailedError(rep.message or "request failed on a node"))
+
+    def _released(self, req: Request, rep: scheduler_pb2.Report) -> None:
+        pe = req.pe
+        assert pe is not None
+        req.t_first = rep.t_first
+        pe.tok -= prefill_tokens(req)
+        pe.seq -= 1
+        self._kick("pe", [pe.group])
+        hook = self.first_token.pop(req.rid, None)
+        if hook is not None:
+            hook()
+
+    def _done(self, req: Request, rep: scheduler_pb2.Report) -> None:
+        de = req.de
+        assert de is not None
+        del self.inflight[req.rid]
+        self.first_token.pop(req.rid, None)
+        req.t_first, req.t_second, req.t_last = rep.t_first, rep.t_second, rep.t_last
+        req.generated = req.gen
+        de.free_hbm += req.hbm_bytes
+        de.tok -= req.length
+        de.seq -= 1
+        self.ctx.metrics.finish(req)
+        self.stages.add(req)
+        req.done.set_result(None)
+        self._kick("de", [de.group])

@@ -1,0 +1,181 @@
+"""The scheduler process: the core's global scheduler, the batched reports from the nodes,
+the registry watch, and the HTTP front door (OpenAI-compatible + native agent turns)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import redis.asyncio as aioredis
+from aiohttp import web
+
+from dualpath.config.settings import Scenario
+from dualpath.control import Member
+from dualpath.core.clock import RealClock
+from dualpath.engines.capacity import CapacityError
+from dualpath.engines.request import Request
+from dualpath.frontdoor import (
+    BackendBusy,
+    BackendUnavailable,
+    BadTurn,
+    TurnResult,
+    TurnSpec,
+    make_app,
+)
+from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2, scheduler_pb2_grpc
+from dualpath.serving.options import ServeOptions
+from dualpath.serving.peers import Ctx, Peers
+from dualpath.serving.prom import ServiceCollector, registry_for
+from dualpath.serving.remote_scheduler import RemoteScheduler
+from dualpath.serving.service import ServiceShell
+from dualpath.serving.stats import base_stats, pack
+from dualpath.serving.world import World, build_world
+
+
+class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
+    def __init__(self, opts: ServeOptions, world: World, clock: RealClock) -> None:
+        super().__init__()
+        self.opts, self.world, self.clock = opts, world, clock
+        self.name = "scheduler"
+        self.owned_links = []
+        c = world.cluster
+        c.scheduler.stop()
+        self.sched = RemoteScheduler(
+            c.scheduler.ctx, c.scheduler.pe_groups, c.scheduler.de_groups, opts
+        )
+        self.sched.fatal.add_done_callback(self._on_fatal)
+        self._rids = itertools.count(1)
+        self.lost: set[str] = set()
+        self.exit_on_fatal = False  # keep serving so clients learn why the run failed
+
+    def _on_fatal(self, fut: asyncio.Future[None]) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            self.fail(fut.exception())  # type: ignore[arg-type]
+            for req in self.sched.inflight.values():
+                if not req.done.done():
+                    req.done.set_exception(BackendUnavailable(f"the run failed: {fut.exception()}"))
+
+    def add_to(self, server: grpc.aio.Server) -> None:
+        scheduler_pb2_grpc.add_SchedulerServicer_to_server(self, server)
+
+    async def on_peers(self, peers: Peers) -> None:
+        self.sched.peers = peers
+
+    def on_members(self, members: list[Member]) -> None:
+        """The registry is the failure detector: a node whose heartbeat expired is lost."""
+        live = {m.name for m in members}
+        expected = set(self.world.cluster.hw.nodes) | {"storage"}
+        self.lost = expected - live
+
+    # --- gRPC ------------------------------------------------------------------------
+    async def Report(  # noqa: N802 (gRPC method name)
+        self, request: scheduler_pb2.ReportBatch, context: Ctx
+    ) -> node_pb2.Ack:
+        for rep in request.reports:
+            self.sched.on_report(rep)
+        return node_pb2.Ack()
+
+    async def Stats(  # noqa: N802
+        self, request: kv_pb2.StatsRequest, context: Ctx
+    ) -> kv_pb2.StatsReply:
+        return kv_pb2.StatsReply(msgpack=pack(self.stats()))
+
+    # --- the front door's backend ----------------------------------------------------
+    async def run_turn(
+        self, spec: TurnSpec, first_token: Callable[[], None] | None = None
+    ) -> TurnResult:
+        if not self.ready or self.fatal.done():
+            raise BackendUnavailable("the cluster is not serving (starting, stopping or failed)")
+        if len(self.sched.inflight) >= self.opts.max_inflight:
+            raise BackendBusy(f"{len(self.sched.inflight)} turns in flight; retry later")
+        req = Request(
+            rid=next(self._rids),
+            session=spec.session,
+            turn=spec.turn,
+            prompt=spec.prompt_tokens,
+            gen=spec.gen_tokens,
+            arrival=self.clock.now(),
+            done=asyncio.get_running_loop().create_future(),
+        )
+        try:
+            self.sched.submit(req)
+        except CapacityError as exc:
+            raise BadTurn(str(exc)) from None
+        if first_token is not None:
+            self.sched.first_token[req.rid] = first_token
+        await req.done
+        return TurnResult(
+            request_id=req.rid,
+            session=req.session,
+            turn=req.turn,
+            prompt_tokens=req.prompt,
+            cached_tokens=req.hit,
+            generated_tokens=req.gen,
+            read_path=req.path.value,
+            arrival_s=req.arrival,
+            first_token_s=req.t_first,
+            second_token_s=req.t_second,
+            last_token_s=req.t_last,
+        )
+
+    def http_app(self) -> web.Application:
+        c = self.world.cluster
+        sc = c.scenario
+        reg = registry_for(ServiceCollector(self.name, self.clock, [], self.gauges()))
+        return make_app(
+            self,
+            model=sc.model,
+            block_tokens=sc.engine.block_tokens,
+            max_prompt_tokens=self._max_prompt(),
+            max_gen_tokens=65_536,
+            registry=reg,
+            extra_health=self.health,
+        )
+
+    def _max_prompt(self) -> int:
+        c = self.world.cluster
+        de = c.scheduler.de_groups[0][0]
+        return int(c.hw.gpu_of(de).kv_hbm // c.scheduler.ctx.kv_token)
+
+    # --- observability -------------------------------------------------------------
+    def gauges(self) -> Callable[[], dict[str, list[tuple[dict[str, str], float]]]]:
+        def read() -> dict[str, list[tuple[dict[str, str], float]]]:
+            s = self.sched
+            return {
+                "vllm:num_requests_waiting": [({}, len(s.pe_queue) + len(s.de_queue))],
+                "dualpath_turns_inflight": [({}, len(s.inflight))],
+                "dualpath_read_queue_tokens": [
+                    ({"node": name}, n.state.read_q)
+                    for name, n in self.world.cluster.hw.nodes.items()
+                ],
+            }
+
+        return read
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "service": self.name,
+            "ready": self.ready,
+            "inflight": len(self.sched.inflight),
+            "lost": sorted(self.lost),
+            "failed": str(self.fatal.exception()) if self.fatal.done() else None,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        out = base_stats(self.name, self.clock, [], self.sched.ctx.metrics, requests=True)
+        out["inflight"] = len(self.sched.inflight)
+        out["stages"] = self.sched.stages.means()
+        return out
+
+    async def stop(self) -> None:
+        self.ready = False
+        self.sched.stop()
+
+
+async def make_scheduler(
+    opts: ServeOptions, sc: Scenario, clock: RealClock, r: aioredis.Redis
+) -> ServiceShell:
+    return SchedulerShell(opts, build_world(sc, clock, "scheduler"), clock)

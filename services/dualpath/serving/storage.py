@@ -1,0 +1,192 @@
+"""The storage service: the 3FS-like block store and its links (targets, write path).
+
+Reads charge the serving target's link and return the stored digest (the reading node
+charges its own SNIC and DRAM and verifies). Writes charge the aggregate write link, are
+checked against the producer's digest, and are recorded in the Redis block index so a
+restarted store serves the same blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import redis.asyncio as aioredis
+
+from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
+from dualpath.config.settings import Scenario
+from dualpath.control import BlockIndex
+from dualpath.core.clock import RealClock
+from dualpath.links import Fabric, Link
+from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc
+from dualpath.serving import payload
+from dualpath.serving.options import ServeOptions
+from dualpath.serving.peers import Ctx
+from dualpath.serving.service import ServiceShell
+from dualpath.serving.stats import base_stats, pack
+from dualpath.serving.wire import range_from_wire
+from dualpath.serving.world import World, build_world
+
+
+async def charge(fabric: Fabric, links: list[Link], nbytes: float, vl: int) -> None:
+    if nbytes <= 0 or not links:
+        return
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def finish() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    fabric.start(nbytes, links, vl, finish)
+    await done
+
+
+def owned(world: World, names: list[str], context: Ctx) -> list[Link]:
+    links = world.cluster.hw.fabric.links
+    bad = [n for n in names if n not in links or not n.startswith(world.me + ".")]
+    if bad:
+        raise ValueError(f"links {bad} are not owned by {world.me}")
+    return [links[n] for n in names]
+
+
+class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
+    def __init__(self, opts: ServeOptions, world: World, index: BlockIndex) -> None:
+        super().__init__()
+        self.opts = opts
+        self.world = world
+        self.name = "storage"
+        self.owned_links = world.owned_links()
+        self.ctx = world.cluster.scheduler.ctx
+        self.store = self.ctx.store
+        self.index = index
+        self._dirty: dict[int, int] = {}
+        self._flusher: asyncio.Task[None] | None = None
+        self.restored_blocks = 0
+        self.writes = 0
+
+    async def restore(self) -> None:
+        """Reload the block index: a restarted store loses no persisted block."""
+        for session, n in sorted((await self.index.load()).items()):
+            rng = BlockRange(session, 0, n)
+            self.restored_blocks += self.store.persist(rng, self.ctx.chains.expected_digest(rng))
+        self._flusher = asyncio.create_task(self._flush_index())
+
+    def add_to(self, server: grpc.aio.Server) -> None:
+        kv_pb2_grpc.add_BlockStoreServicer_to_server(self, server)
+
+    # --- RPCs ------------------------------------------------------------------------
+    async def Read(  # noqa: N802 (gRPC method name)
+        self, request: kv_pb2.ReadBlocksRequest, context: Ctx
+    ) -> AsyncIterator[kv_pb2.BlockChunk]:
+        rng = range_from_wire(request.range)
+        hw = self.ctx.hw
+        link = hw.targets[request.target] if hw.targets else hw.storage_read
+        if not self.ctx.policy.oracle:
+            await charge(hw.fabric, [link], request.nbytes, request.vl)
+        try:
+            digest = self.store.read_digest(rng)
+        except BlockMissing as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        size = payload.payload_size(request.nbytes, request.payload_scale)
+        for piece in payload.chunks(digest, size):
+            yield kv_pb2.BlockChunk(payload=piece)
+        yield kv_pb2.BlockChunk(digest=digest, last=True)
+
+    async def Write(  # noqa: N802
+        self, request: kv_pb2.WriteBlocksRequest, context: Ctx
+    ) -> kv_pb2.WriteBlocksReply:
+        try:
+            payload.verify(request.payload, "persist")
+        except payload.PayloadError as exc:
+            await context.abort(grpc.StatusCode.DATA_LOSS, str(exc))
+        if not self.ctx.policy.oracle:
+            await charge(
+                self.ctx.hw.fabric, [self.ctx.hw.storage_write], request.nbytes, request.vl
+            )
+        added = 0
+        try:
+            for msg, digest in zip(request.ranges, request.digests, strict=True):
+                rng = range_from_wire(msg)
+                added += self._persist(rng, int(digest))
+        except (BlockCorrupted, ValueError) as exc:
+            await context.abort(grpc.StatusCode.DATA_LOSS, str(exc))
+        self.writes += 1
+        return kv_pb2.WriteBlocksReply(added=added, parked=self.store.parked_blocks())
+
+    def _persist(self, rng: BlockRange, digest: int) -> int:
+        added = self.store.persist_any_order(rng, digest)
+        integ = self.ctx.metrics.integrity
+        integ.blocks_persisted += added
+        integ.bytes_persisted += added * self.ctx.full_block_bytes
+        if added:
+            self._dirty[rng.session] = self.store.prefix_blocks(rng.session)
+            faults = self.ctx.faults
+            if faults.corrupt_left > 0:  # detector self-test (`faults.corrupt_blocks`)
+                faults.corrupt_left -= 1
+                self.store.corrupt(rng.session, rng.stop - 1)
+        return added
+
+    async def Lookup(  # noqa: N802
+        self, request: kv_pb2.LookupRequest, context: Ctx
+    ) -> kv_pb2.LookupReply:
+        return kv_pb2.LookupReply(
+            prefix_blocks=[self.store.prefix_blocks(s) for s in request.sessions]
+        )
+
+    async def Charge(  # noqa: N802
+        self, request: kv_pb2.ChargeRequest, context: Ctx
+    ) -> kv_pb2.ChargeReply:
+        try:
+            links = owned(self.world, list(request.links), context)
+            payload.verify(request.payload, "charge")
+        except (ValueError, payload.PayloadError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await charge(self.ctx.hw.fabric, links, request.nbytes, request.vl)
+        return kv_pb2.ChargeReply(done_at_s=self.ctx.clock.now())
+
+    async def Stats(  # noqa: N802
+        self, request: kv_pb2.StatsRequest, context: Ctx
+    ) -> kv_pb2.StatsReply:
+        return kv_pb2.StatsReply(msgpack=pack(self.stats()))
+
+    # --- index and stats -----------------------------------------------------------------
+    async def _flush_index(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            await self.flush_index()
+
+    async def flush_index(self) -> None:
+        if self._dirty:
+            items, self._dirty = list(self._dirty.items()), {}
+            await self.index.record_many(items)
+
+    async def stop(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        await self.flush_index()  # nothing persisted is lost on a graceful stop
+
+    def stats(self) -> dict[str, Any]:
+        out = base_stats(self.name, self.ctx.clock, self.owned_links, self.ctx.metrics)  # type: ignore[arg-type]
+        out["store"] = {
+            "parked_blocks": self.store.parked_blocks(),
+            "stored_blocks": self.store.stored_blocks,
+            "sessions": self.store.sessions,
+            "restored_blocks": self.restored_blocks,
+            "corrupted": len(self.store.corrupted),
+            "writes": self.writes,
+        }
+        return out
+
+    def health(self) -> dict[str, Any]:
+        return {"service": self.name, "stored_blocks": self.store.stored_blocks}
+
+
+async def make_storage(
+    opts: ServeOptions, sc: Scenario, clock: RealClock, r: aioredis.Redis
+) -> ServiceShell:
+    shell = StorageShell(opts, build_world(sc, clock, "storage"), BlockIndex(r, opts.run_id))
+    await shell.restore()
+    return shell
