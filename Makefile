@@ -17,11 +17,13 @@ DUALPATH := $(BIN)/dualpath
 OUT ?= out
 PRESET ?= smoke
 PYTEST_ARGS ?=
+SPEEDUP ?= 4
+HTTP_PORT ?= 8000
 JOBS ?= 2
 EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
-.PHONY: help install run test bench lint proto clean distclean experiments-quick \
+.PHONY: help install run sim test bench lint proto clean distclean experiments-quick \
 	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity
 
 help: ## list the targets
@@ -36,18 +38,24 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP) ## create .venv (if absent) and install the package with its dev extras
 
-run: $(STAMP) ## main job: emulated cluster + demo workload (PRESET=smoke) -> out/report.{json,md}
+run: $(STAMP) ## main job: local cluster (Redis + one process per service) + demo agents via HTTP -> out/report.{json,md,png}
 	mkdir -p $(OUT)
-	$(DUALPATH) sim --preset $(PRESET) --out $(OUT)/report.json
+	$(DUALPATH) run --preset $(PRESET) --speedup $(SPEEDUP) --http-port $(HTTP_PORT) --out $(OUT)/report.json
 	@test -s $(OUT)/report.json || { echo "missing $(OUT)/report.json" >&2; exit 1; }
 	@test -s $(OUT)/report.md || { echo "missing $(OUT)/report.md" >&2; exit 1; }
 	@echo "report: $(OUT)/report.json $(OUT)/report.md"
 
+sim: $(STAMP) ## the same scenario on virtual time, in one process (fast, deterministic)
+	mkdir -p $(OUT)
+	$(DUALPATH) sim --preset $(PRESET) --out $(OUT)/sim.json
+	@echo "report: $(OUT)/sim.json $(OUT)/sim.md"
+
 test: $(STAMP) ## run the test suite
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-bench: $(STAMP) ## micro-benchmarks of the emulation core
+bench: $(STAMP) ## virtual-time runtime at paper scale + process runtime's sustained request rate
 	$(BIN)/python -m dualpath.bench
+	$(BIN)/python -m dualpath.launcher.bench
 
 lint: $(STAMP) ## ruff check, ruff format --check, mypy (strict)
 	$(BIN)/ruff check services tests

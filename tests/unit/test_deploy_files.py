@@ -5,10 +5,17 @@ they parse and keep their invariants, every `dualpath` subcommand and option the
 real (`dualpath <sub> --help`), every preset they name ships with the package, the
 kustomize overlays render (when kubectl is installed), and the protobuf definitions compile
 with grpcio-tools' bundled protoc and load against the installed runtimes.
+
+The microservice cluster (`dualpath serve ROLE`, one process per service) must also be wired
+right, since a mistake shows only at run time on a machine with Docker or a cluster: one run
+id, preset and Redis for all services, one prefill/decode process per node of the scenario's
+topology, every `--host` an address peers can reach, healthchecks and probes on the ports the
+services really serve, Services and StatefulSets that select the pods they mean.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.resources
 import importlib.util
 import itertools
@@ -19,22 +26,41 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
+
+from dualpath import probe
+from dualpath.cli import validate
+from dualpath.config.presets import load_preset, preset_names, resolve
+from dualpath.config.settings import Scenario
+from dualpath.serving.options import ROLES, ServeOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT_IMAGE = "dualpath-testbed"
 PROTO_ROOT = ROOT / "proto"
 PROTO_FILES = sorted((PROTO_ROOT / "dualpath" / "rpc" / "v1").glob("*.proto"))
-KUSTOMIZATIONS = [
-    ROOT / "k8s" / "base",
-    *sorted(p for p in (ROOT / "k8s" / "overlays").iterdir() if p.is_dir()),
-]
+K8S = ROOT / "k8s"
+BASES = [K8S / "base", K8S / "sim"]  # the microservice cluster; the `dualpath sim` Job
+OVERLAYS = sorted(p for p in (K8S / "overlays").iterdir() if p.is_dir())
+KUSTOMIZATIONS = [*BASES, *OVERLAYS]
+# The kustomizations that run the microservice cluster (the others run the sim Job).
+CLUSTER_KUSTOMIZATIONS = [K8S / "base", K8S / "overlays" / "smoke", K8S / "overlays" / "paper-2p4d"]
+# Images other than the project's that the manifests may run (repository names).
+THIRD_PARTY_IMAGES = {"redis"}
+# SIGTERM drain of a service (health NOT_SERVING, deregister, in-flight RPCs): pods and
+# containers must be given longer before they are killed.
+SERVE_GRACE_S = next(f.default for f in dataclasses.fields(ServeOptions) if f.name == "grace_s")
+ENGINE_ROLES = {"prefill", "decode"}  # one process per node: they take --node
+# The StatefulSet controller labels each pod with its ordinal (Kubernetes >= 1.28).
+POD_INDEX_FIELD = "metadata.labels['apps.kubernetes.io/pod-index']"
 # Subcommands that run to completion and exit: a compose service running one needs no
 # healthcheck (it is a job, not a server).
 ONE_SHOT_SUBCOMMANDS = {"sim", "roofline"}
@@ -103,7 +129,8 @@ def _walk_args(node: object) -> Iterator[list[str]]:
     """Container `args` in manifests, and `args` values set by JSON 6902 patches."""
     if isinstance(node, dict):
         args = node.get("args")
-        if isinstance(args, list) and ("image" in node or "name" in node):
+        foreign = "image" in node and _image_repo(str(node["image"])) != PROJECT_IMAGE
+        if isinstance(args, list) and ("image" in node or "name" in node) and not foreign:
             yield [str(a) for a in args]
         if str(node.get("path", "")).endswith("/args") and isinstance(node.get("value"), list):
             yield [str(a) for a in node["value"]]
@@ -179,6 +206,105 @@ def _pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _containers(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = _pod_spec(obj)
+    return list(spec["containers"]) if spec is not None else []
+
+
+def _is_project_container(container: dict[str, Any]) -> bool:
+    return _image_repo(str(container.get("image", ""))) == PROJECT_IMAGE
+
+
+@dataclass(frozen=True)
+class Serve:
+    """One `dualpath serve ROLE --flag value ...` command line."""
+
+    role: str
+    opts: dict[str, str]
+    sets: tuple[str, ...]
+
+
+def _serve(argv: list[str], where: str) -> Serve | None:
+    if argv[:1] != ["serve"]:
+        return None
+    assert len(argv) >= 2 and not argv[1].startswith("-"), f"{where}: write ROLE right after serve"
+    assert argv[1] in ROLES, f"{where}: unknown role {argv[1]}; accepted: {ROLES}"
+    rest = argv[2:]
+    # every `serve` option takes one value: a flag without one would swallow the next flag
+    pairs = list(zip(rest[::2], rest[1::2], strict=False))
+    assert len(rest) % 2 == 0 and all(k.startswith("--") for k, _ in pairs), f"{where}: {rest}"
+    opts: dict[str, str] = {}
+    sets = []
+    for key, value in pairs:
+        if key == "--set":
+            sets.append(value)
+            continue
+        assert key not in opts, f"{where}: {key} given twice"
+        opts[key] = value
+    assert ("--node" in opts) <= (argv[1] in ENGINE_ROLES), f"{where}: --node is for engines"
+    return Serve(argv[1], opts, tuple(sets))
+
+
+def _serve_containers(
+    objs: tuple[dict[str, Any], ...],
+) -> list[tuple[dict[str, Any], dict[str, Any], Serve]]:
+    found = []
+    for obj in objs:
+        for c in _containers(obj):
+            where = f"{obj['kind']}/{obj['metadata']['name']}"
+            if _is_project_container(c) and (serve := _serve(c.get("args", []), where)):
+                found.append((obj, c, serve))
+    return found
+
+
+def _selects(selector: dict[str, str], workload: dict[str, Any]) -> bool:
+    labels = workload["spec"]["template"]["metadata"].get("labels", {})
+    return bool(selector) and selector.items() <= labels.items()
+
+
+def _probe_ports(probe_spec: dict[str, Any] | None) -> list[int | str]:
+    handlers = ("grpc", "httpGet", "tcpSocket")
+    return [probe_spec[h]["port"] for h in handlers if probe_spec and h in probe_spec]
+
+
+def _port_of(port: int | str, containers: list[dict[str, Any]]) -> int | None:
+    """The container port that a Service targetPort or a probe port (name or number) means."""
+    for c in containers:
+        for p in c.get("ports", []):
+            if port in (p.get("name"), p["containerPort"]):
+                return int(p["containerPort"])
+    return None
+
+
+def _field_ref(env_var: dict[str, Any]) -> str | None:
+    ref = env_var.get("valueFrom", {}).get("fieldRef", {})
+    return str(ref["fieldPath"]) if "fieldPath" in ref else None
+
+
+def _expand(text: str, env: list[dict[str, Any]]) -> str:
+    """What Kubernetes makes of `$(VAR)` in args, for env vars with a literal value."""
+    literal = {e["name"]: str(e["value"]) for e in env if "value" in e}
+    return re.sub(r"\$\((\w+)\)", lambda m: literal.get(m.group(1), m.group(0)), text)
+
+
+def _healthcheck_argv(test: object) -> list[str]:
+    if isinstance(test, str):
+        return shlex.split(test)
+    assert isinstance(test, list) and test, f"healthcheck test {test!r}"
+    if test[0] == "CMD-SHELL":
+        return shlex.split(str(test[1]))
+    return [str(a) for a in (test[1:] if test[0] == "CMD" else test)]
+
+
+def _compose_cluster() -> dict[str, Serve]:
+    cluster = {}
+    for name, svc in _compose_services().items():
+        argv = _argv(svc.get("command", []), f"compose {name}")
+        if _is_project_service(svc) and (serve := _serve(argv, f"compose {name}")):
+            cluster[name] = serve
+    return cluster
+
+
 def _protoc(out: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
@@ -244,6 +370,84 @@ def test_compose_references_resolve() -> None:
             source = vol.split(":", 1)[0] if isinstance(vol, str) else vol.get("source", "")
             if source and not source.startswith((".", "/", "~", "$")):
                 assert source in declared_volumes, f"compose {name}: undeclared volume {source}"
+            if source.startswith("."):
+                assert (ROOT / source).exists(), f"compose {name}: bind source {source} missing"
+
+
+def test_compose_default_services_need_no_profiled_ones() -> None:
+    # `docker compose up` starts the services without a profile: the cluster, not the jobs
+    services = _compose_services()
+    default = {n for n, s in services.items() if not s.get("profiles")}
+    for name in default:
+        deps = set(services[name].get("depends_on") or {})
+        assert deps <= default, f"compose {name}: depends on profiled {deps - default}"
+    for name, svc in services.items():
+        argv = _argv(svc.get("command", []), f"compose {name}")
+        if _is_project_service(svc) and argv[:1] and argv[0] in ONE_SHOT_SUBCOMMANDS:
+            assert svc.get("profiles"), f"compose {name}: a one-shot job belongs in a profile"
+
+
+def test_compose_cluster_is_one_run_of_its_preset_topology() -> None:
+    services = _compose_services()
+    cluster = _compose_cluster()
+    assert cluster, "docker-compose.yml runs no `dualpath serve` service"
+    for key in ("--preset", "--run-id", "--redis-url"):
+        values = {s.opts.get(key) for s in cluster.values()}
+        assert len(values) == 1 and None not in values, f"compose: {key} differs: {values}"
+    sets = {s.sets for s in cluster.values()}
+    assert len(sets) == 1, f"compose: services differ in --set: {sets}"
+    first = next(iter(cluster.values()))
+    topology = resolve(first.opts["--preset"], {}, list(first.sets)).topology
+    roles = Counter(s.role for s in cluster.values())
+    expected = {"scheduler": 1, "storage": 1}
+    expected |= {"prefill": topology.prefill_nodes, "decode": topology.decode_nodes}
+    assert dict(roles) == expected, f"compose: {dict(roles)} for {first.opts['--preset']}"
+    for role in ENGINE_ROLES:
+        nodes = sorted(int(s.opts.get("--node", "0")) for s in cluster.values() if s.role == role)
+        assert nodes == list(range(expected[role])), f"compose: {role} nodes {nodes}"
+    redis = urlsplit(first.opts["--redis-url"]).hostname or ""
+    assert redis in services and not _is_project_service(services[redis]), redis
+    for name, serve in cluster.items():
+        svc = services[name]
+        # binds there and registers it: the name must be what peers resolve to this container
+        assert serve.opts.get("--host") == name, f"compose {name}: --host must be {name}"
+        grpc_port = int(serve.opts.get("--grpc-port", "0"))
+        assert grpc_port > 0, f"compose {name}: fix --grpc-port, the healthcheck names it"
+        if serve.role != "scheduler":
+            assert int(serve.opts.get("--admin-port", "0")) > 0, f"compose {name}: --admin-port"
+        deps = svc.get("depends_on") or {}
+        assert isinstance(deps, dict) and set(deps) == {redis}, (
+            f"compose {name}: depend on {redis} only (peers turn healthy only together)"
+        )
+        assert deps[redis].get("condition") == "service_healthy", f"compose {name}"
+        # a service exits when its peers do not show up in time: compose must restart it
+        assert str(svc.get("restart", "no")) in {"on-failure", "unless-stopped", "always"}, name
+        argv = _healthcheck_argv(svc["healthcheck"]["test"])
+        assert argv[:3] == ["python", "-m", "dualpath.probe"], f"compose {name}: {argv}"
+        assert probe.build_parser().parse_args(argv[3:]).grpc == f"{name}:{grpc_port}", name
+    scheduler = next(n for n, s in cluster.items() if s.role == "scheduler")
+    http_port = cluster[scheduler].opts.get("--http-port", "8000")
+    published = [str(p).rsplit(":", 1)[-1] for p in services[scheduler].get("ports", [])]
+    assert http_port in published, f"compose {scheduler}: publish --http-port {http_port}"
+
+
+def test_compose_prometheus_scrapes_every_cluster_service() -> None:
+    services = _compose_services()
+    proms = [s for s in services.values() if "prometheus" in str(s.get("image", ""))]
+    if not proms:
+        pytest.skip("no Prometheus service in docker-compose.yml")
+    mounts = [str(v).split(":") for v in proms[0].get("volumes", [])]
+    config = next(m[0] for m in mounts if len(m) > 1 and m[1].endswith("prometheus.yml"))
+    data = yaml.safe_load((ROOT / config).read_text())
+    targets = {
+        t for job in data["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
+    }
+    expected = set()
+    for name, serve in _compose_cluster().items():
+        # the scheduler serves /metrics next to its API, the others on the admin port
+        flag = "--http-port" if serve.role == "scheduler" else "--admin-port"
+        expected.add(f"{name}:{serve.opts.get(flag, '8000')}")
+    assert targets == expected, f"{config}: scrapes {targets}, services serve {expected}"
 
 
 # --------------------------------------------------------------------------- Dockerfile
@@ -278,7 +482,9 @@ def test_every_dualpath_command_in_deploy_files_is_real() -> None:
                 problems.append(f"{place}: `dualpath {sub} --help` failed:\n{proc.stderr[-2000:]}")
                 continue
         for opt in (a.split("=", 1)[0] for a in argv[1:] if a.startswith("--")):
-            if help_by_sub[sub] and not re.search(rf"{re.escape(opt)}\b", help_by_sub[sub]):
+            # whole option names only: `--http` must not pass because `--http-port` exists
+            pattern = rf"(?<![\w-]){re.escape(opt)}(?![\w-])"
+            if help_by_sub[sub] and not re.search(pattern, help_by_sub[sub]):
                 problems.append(f"{place}: `dualpath {sub}` has no option {opt}")
     assert not problems, "\n".join(problems)
 
@@ -336,7 +542,10 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 # --------------------------------------------------------------------------- Kubernetes
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+NO_KUBECTL = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+
+
+@NO_KUBECTL
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS, ids=lambda p: p.name)
 def test_kustomization_renders_hardened_project_workloads(kustomization: Path) -> None:
     workloads = [(o, s) for o in _render(kustomization) if (s := _pod_spec(o)) is not None]
@@ -348,29 +557,198 @@ def test_kustomization_renders_hardened_project_workloads(kustomization: Path) -
             assert spec.get("restartPolicy") in {"Never", "OnFailure"}, name
         volumes = {v["name"] for v in spec.get("volumes", [])}
         for c in spec["containers"]:
-            assert _image_repo(c["image"]) == PROJECT_IMAGE, f"{name}: image {c['image']}"
+            repo = _image_repo(c["image"])
+            assert repo == PROJECT_IMAGE or repo in THIRD_PARTY_IMAGES, f"{name}: {c['image']}"
             limits = c.get("resources", {}).get("limits", {})
             requests = c.get("resources", {}).get("requests", {})
             assert {"cpu", "memory"} <= set(requests) and "memory" in limits, name
-            assert c.get("securityContext", {}).get("allowPrivilegeEscalation") is False, name
-            assert "command" not in c, f"{name}: keep the image's `dualpath` entrypoint"
-            assert c.get("args", [""])[0] in {argv[0] for _, argv in _invocations()}, name
+            security = c.get("securityContext", {})
+            assert security.get("allowPrivilegeEscalation") is False, name
+            assert security.get("readOnlyRootFilesystem") is True, name
             for mount in c.get("volumeMounts", []):
                 assert mount["name"] in volumes, f"{name}: volume {mount['name']} undefined"
+            if repo != PROJECT_IMAGE:
+                tag = c["image"].rpartition("/")[2].partition(":")[2]
+                assert tag and tag != "latest", f"{name}: pin a tag for {c['image']}"
+                continue
+            assert "command" not in c, f"{name}: keep the image's `dualpath` entrypoint"
+            assert c.get("args", [""])[0] in {argv[0] for _, argv in _invocations()}, name
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-def test_overlays_use_one_image_and_distinct_names() -> None:
+@NO_KUBECTL
+def test_kustomizations_run_one_image_and_overlays_distinct_names() -> None:
     images = set()
-    names: dict[str, Path] = {}
-    for kustomization in KUSTOMIZATIONS[1:]:
+    for kustomization in KUSTOMIZATIONS:
         for obj in _render(kustomization):
-            if (spec := _pod_spec(obj)) is not None:
-                images |= {c["image"] for c in spec["containers"]}
-                key = f"{obj['kind']}/{obj['metadata']['name']}"
-                assert key not in names, f"{key} in both {names.get(key)} and {kustomization}"
-                names[key] = kustomization
-    assert len(images) == 1, f"overlays run different images: {images}"
+            images |= {c["image"] for c in _containers(obj) if _is_project_container(c)}
+    assert len(images) == 1, f"kustomizations run different project images: {images}"
+    names: dict[str, Path] = {}
+    for kustomization in OVERLAYS:
+        for obj in _render(kustomization):
+            key = f"{obj['kind']}/{obj['metadata']['name']}"
+            assert key not in names, f"{key} in both {names.get(key)} and {kustomization}"
+            names[key] = kustomization
+
+
+@NO_KUBECTL
+def test_every_kustomization_runs_the_cluster_or_the_sim_job() -> None:
+    for kustomization in KUSTOMIZATIONS:
+        objs = _render(kustomization)
+        serve = _serve_containers(objs)
+        if kustomization in CLUSTER_KUSTOMIZATIONS:
+            assert serve, f"{kustomization}: renders no `dualpath serve` workload"
+            continue
+        assert not serve, f"{kustomization}: add it to CLUSTER_KUSTOMIZATIONS"
+        jobs = [o for o in objs if o["kind"] == "Job"]
+        assert jobs, f"{kustomization}: neither the cluster nor a Job"
+        for job in jobs:
+            assert all(c["args"][0] == "sim" for c in _containers(job)), job["metadata"]["name"]
+
+
+@NO_KUBECTL
+@pytest.mark.parametrize("kustomization", CLUSTER_KUSTOMIZATIONS, ids=lambda p: p.name)
+def test_k8s_selectors_services_and_ports_line_up(kustomization: Path) -> None:
+    objs = _render(kustomization)
+    workloads = [o for o in objs if o["kind"] in {"Deployment", "StatefulSet"}]
+    services = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Service"}
+    for obj in workloads:
+        name = f"{obj['kind']}/{obj['metadata']['name']}"
+        selector = obj["spec"]["selector"]["matchLabels"]
+        assert selector and _selects(selector, obj), f"{name}: selector misses its own pods"
+        containers = _containers(obj)
+        for c in containers:
+            for kind in ("readinessProbe", "livenessProbe", "startupProbe"):
+                for port in _probe_ports(c.get(kind)):
+                    assert _port_of(port, containers) is not None, f"{name}: {kind} port {port}"
+        annotations = obj["spec"]["template"]["metadata"].get("annotations", {})
+        if "prometheus.io/port" in annotations:
+            port = int(annotations["prometheus.io/port"])
+            assert _port_of(port, containers) is not None, f"{name}: prometheus.io/port {port}"
+        if obj["kind"] == "StatefulSet":
+            headless = services.get(obj["spec"].get("serviceName", ""))
+            assert headless is not None, f"{name}: serviceName names no Service"
+            assert headless["spec"].get("clusterIP") == "None", f"{name}: Service not headless"
+            assert _selects(headless["spec"]["selector"], obj), f"{name}: its Service misses it"
+            # pods turn Ready only once all peers registered: OrderedReady would deadlock
+            assert obj["spec"].get("podManagementPolicy") == "Parallel", name
+    for svc_name, svc in services.items():
+        selected = [o for o in workloads if _selects(svc["spec"].get("selector") or {}, o)]
+        assert len(selected) == 1, f"Service/{svc_name} selects {len(selected)} workloads"
+        containers = _containers(selected[0])
+        for port in svc["spec"]["ports"]:
+            target = port.get("targetPort", port["port"])
+            assert _port_of(target, containers) is not None, f"Service/{svc_name}: {target}"
+
+
+@NO_KUBECTL
+@pytest.mark.parametrize("kustomization", CLUSTER_KUSTOMIZATIONS, ids=lambda p: p.name)
+def test_k8s_serve_args_are_one_reachable_run(kustomization: Path) -> None:
+    objs = _render(kustomization)
+    services = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Service"}
+    workloads = [o for o in objs if o["kind"] in {"Deployment", "StatefulSet"}]
+    shared: dict[str, set[str]] = {}
+    for obj, c, serve in _serve_containers(objs):
+        name = f"{obj['kind']}/{obj['metadata']['name']}"
+        env = {e["name"]: e for e in c.get("env", [])}
+        for var in re.findall(r"\$\((\w+)\)", " ".join(c["args"])):
+            assert var in env, f"{name}: args use $({var}), which env does not define"
+        # the address the service binds and registers for its peers: the pod's own IP
+        assert serve.opts.get("--host") == "$(POD_IP)", name
+        assert _field_ref(env["POD_IP"]) == "status.podIP", name
+        ports = _containers(obj)
+        for flag in ("--grpc-port", "--admin-port", "--http-port"):
+            if flag in serve.opts:
+                assert _port_of(int(serve.opts[flag]), ports) is not None, f"{name}: {flag}"
+        grpc_port = int(serve.opts.get("--grpc-port", "0"))
+        assert grpc_port > 0, f"{name}: fix --grpc-port, probes and Services name it"
+        assert (c.get("readinessProbe") or {}).get("grpc", {}).get("port") == grpc_port, name
+        grace = obj["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+        assert grace > SERVE_GRACE_S, f"{name}: pods must outlive the {SERVE_GRACE_S} s drain"
+        if serve.role in ENGINE_ROLES:
+            assert obj["kind"] == "StatefulSet", f"{name}: node index = StatefulSet ordinal"
+            assert serve.opts.get("--node") == "$(POD_INDEX)", name
+            assert _field_ref(env["POD_INDEX"]) == POD_INDEX_FIELD, name
+        else:
+            assert "--node" not in serve.opts, name
+            assert obj["spec"].get("replicas", 1) == 1, f"{name}: one {serve.role} per run"
+        # Redis: a Service of this render that fronts the Redis pod, on one of its ports
+        url = _expand(serve.opts.get("--redis-url", ""), c.get("env", []))
+        parts = urlsplit(url)
+        redis_svc = services.get(parts.hostname or "")
+        assert redis_svc is not None, f"{name}: --redis-url {url} names no Service"
+        assert parts.port in {p["port"] for p in redis_svc["spec"]["ports"]}, f"{name}: {url}"
+        fronted = [o for o in workloads if _selects(redis_svc["spec"]["selector"], o)]
+        assert [_image_repo(c["image"]) for o in fronted for c in _containers(o)] == ["redis"]
+        for key in ("--run-id", "--preset"):
+            shared.setdefault(key, set()).add(serve.opts.get(key, ""))
+        shared.setdefault("--redis-url", set()).add(url)
+        shared.setdefault("--set", set()).add(" ".join(serve.sets))
+    assert shared, f"{kustomization}: no serve workload"
+    for key, values in shared.items():
+        assert len(values) == 1, f"{kustomization}: services disagree on {key}: {values}"
+
+
+@NO_KUBECTL
+@pytest.mark.parametrize("kustomization", CLUSTER_KUSTOMIZATIONS, ids=lambda p: p.name)
+def test_k8s_replicas_match_the_mounted_scenario(kustomization: Path, tmp_path: Path) -> None:
+    objs = _render(kustomization)
+    config_maps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
+    replicas: Counter[str] = Counter()
+    scenarios: dict[str, Scenario] = {}
+    for obj, c, serve in _serve_containers(objs):
+        name = f"{obj['kind']}/{obj['metadata']['name']}"
+        replicas[serve.role] += obj["spec"].get("replicas", 1)
+        preset = serve.opts.get("--preset", "smoke")
+        if not preset.startswith("/"):
+            scenarios[preset] = resolve(preset, {}, list(serve.sets))
+            continue
+        # --preset FILE: the file must come from a ConfigMap of this render
+        mount = next(
+            (m for m in c.get("volumeMounts", []) if preset.startswith(m["mountPath"] + "/")),
+            None,
+        )
+        assert mount is not None, f"{name}: nothing is mounted at {preset}"
+        volumes = {v["name"]: v for v in obj["spec"]["template"]["spec"]["volumes"]}
+        cm_name = volumes[mount["name"]].get("configMap", {}).get("name")
+        assert cm_name in config_maps, f"{name}: {preset} comes from no rendered ConfigMap"
+        key = preset[len(mount["mountPath"]) + 1 :]
+        data = config_maps[cm_name].get("data", {})
+        assert key in data, f"{name}: ConfigMap {cm_name} has no key {key}"
+        path = tmp_path / f"{cm_name}.yaml"
+        path.write_text(data[key])
+        scenarios[f"{cm_name}/{key}"] = resolve(str(path), {}, list(serve.sets))
+    assert len(scenarios) == 1, f"{kustomization}: services run different scenarios"
+    sc = scenarios.popitem()[1]
+    validate(sc)
+    topology = sc.topology
+    expected = {"scheduler": 1, "storage": 1}
+    expected |= {"prefill": topology.prefill_nodes, "decode": topology.decode_nodes}
+    assert dict(replicas) == expected, f"{kustomization}: replicas {dict(replicas)}"
+
+
+def test_k8s_scenario_copies_match_their_packaged_presets(tmp_path: Path) -> None:
+    copies = sorted(K8S.rglob("scenario*.yaml"))
+    assert copies, "no scenario file under k8s/"
+    for path in copies:
+        data = yaml.safe_load(path.read_text())
+        validate(resolve(str(path), {}, []))
+        name = data.get("name")
+        if name in preset_names():
+            assert data == load_preset(name), f"{path}: differs from preset {name}; rename it"
+
+
+def test_redis_is_one_image_in_compose_and_k8s() -> None:
+    compose = {
+        str(s["image"])
+        for s in _compose_services().values()
+        if _image_repo(str(s.get("image", ""))) == "redis"
+    }
+    k8s = set()
+    for path in K8S.rglob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and _pod_spec(doc) is not None:
+                k8s |= {c["image"] for c in _containers(doc) if "redis" in c["image"]}
+    assert len(compose | k8s) == 1, f"Redis images differ: compose {compose}, k8s {k8s}"
 
 
 # --------------------------------------------------------------------------- proto

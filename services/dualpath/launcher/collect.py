@@ -7,10 +7,13 @@ import asyncio
 from typing import Any
 
 import grpc
+import redis.asyncio as aioredis
 
 from dualpath.config.settings import Scenario
+from dualpath.control import EventLog
 from dualpath.core.clock import VirtualClock, run_virtual
 from dualpath.report.build import build_report
+from dualpath.report.history import check_history
 from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc, node_pb2_grpc, scheduler_pb2_grpc
 from dualpath.serving.stats import merge_into, unpack
 from dualpath.serving.world import build_world
@@ -30,6 +33,15 @@ async def gather_stats(addrs: dict[str, str], timeout_s: float = 30.0) -> list[d
             return unpack(reply.msgpack)
 
     return list(await asyncio.gather(*(one(n, a) for n, a in sorted(addrs.items()))))
+
+
+async def read_history(redis_url: str, run_id: str) -> dict[str, Any]:
+    """Check the run's event history (every service's msgpack records in Redis)."""
+    r = aioredis.Redis.from_url(redis_url)
+    try:
+        return check_history(await EventLog(r, run_id, "launcher").read_all())
+    finally:
+        await r.aclose()
 
 
 def process_report(
@@ -73,6 +85,7 @@ def _runtime(
         "emulated_per_wall": jct / wall_s if wall_s > 0 else 0.0,
         "flows": None,
         "remote_charges": sum(s.get("remote_charges", 0) for s in services),
+        "payload_bytes_verified": sum(s.get("payload_bytes_verified", 0) for s in services),
         "services": sorted(lag),
         "stage_means_s": next(
             (s.get("stages", {}) for s in services if s["service"] == "scheduler"), {}

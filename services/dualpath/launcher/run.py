@@ -11,7 +11,7 @@ from typing import Any
 
 from dualpath.config.settings import Scenario
 from dualpath.core.clock import RealClock
-from dualpath.launcher.collect import gather_stats, process_report
+from dualpath.launcher.collect import gather_stats, process_report, read_history
 from dualpath.launcher.local import LocalCluster, UpOptions, local_cluster
 from dualpath.launcher.workload import drive_agents
 from dualpath.runtime.sim import make_trajectories
@@ -96,8 +96,11 @@ def _run_workload(sc: Scenario, opts: UpOptions, progress: Progress | None) -> R
             return t_start, wall, await gather_stats(cl.grpc_addrs())
 
         t_start, wall, services = asyncio.run(main())
+        killed = cl.group.stop(opts.grace_s)  # services flush their event history on SIGTERM
+        history = asyncio.run(read_history(cl.redis_url, cl.run_id))
     sched = next(s for s in services if s["service"] == "scheduler")
     t_end = max((row[9] for row in sched["metrics"]["requests"]), default=t_start)
-    extra = {"cluster_wall_s": time.perf_counter() - started, "turns": done}
+    extra = {"cluster_wall_s": time.perf_counter() - started, "turns": done, "killed": killed}
     report = process_report(sc, services, t_start, t_end, wall, extra)
+    report["history"] = history
     return RunOutcome(report, time.perf_counter() - started)

@@ -138,8 +138,10 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         try:
             links = owned(self.world, list(request.links), context)
             got = payload.verify(request.payload, "charge")
-            if got != payload.payload_size(request.nbytes, self.opts.real_payload):
-                raise payload.PayloadError(f"charge: payload of {got} bytes, expected other")
+            want = payload.payload_size(request.nbytes, self.opts.real_payload)
+            if got != want:
+                raise payload.PayloadError(f"charge: {got} payload bytes, expected {want}")
+            self.payload_bytes_verified += got
         except (ValueError, payload.PayloadError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         await charge(self.ctx.hw.fabric, links, request.nbytes, request.vl)
@@ -192,6 +194,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
     def stats(self) -> dict[str, Any]:
         out = base_stats(self.name, self.ctx.clock, self.owned_links, self.ctx.metrics)  # type: ignore[arg-type]
         out["remote_charges"] = self.mover.remote_charges
+        out["payload_bytes_verified"] = self.payload_bytes_verified
         out["report_batches"] = self.reports.batches if self.reports else 0
         return out
 

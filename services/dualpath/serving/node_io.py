@@ -56,6 +56,7 @@ class NodeIo:
             return node_pb2.ReadKvReply(error=str(exc.details()), error_kind=kind)
         if local is not None:
             await local
+        self.shell.payload_bytes_verified += got
         want = payload.payload_size(request.nbytes, self.shell.opts.real_payload)
         if got != want:
             return node_pb2.ReadKvReply(

@@ -64,6 +64,7 @@ class RemoteScheduler(GlobalScheduler):
         self.inflight: dict[int, Request] = {}
         self.first_token: dict[int, Callable[[], None]] = {}
         self.stages = Stages()
+        self.on_done: Callable[[Request], None] = lambda _req: None
 
     def submit(self, req: Request) -> None:
         super().submit(req)  # raises CapacityError before anything is queued
@@ -169,5 +170,6 @@ class RemoteScheduler(GlobalScheduler):
         de.seq -= 1
         self.ctx.metrics.finish(req)
         self.stages.add(req)
+        self.on_done(req)
         req.done.set_result(None)
         self._kick("de", [de.group])

@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from dualpath.config.settings import Scenario
-from dualpath.control import Member
+from dualpath.control import EventLog, Member
 from dualpath.core.clock import RealClock
 from dualpath.engines.capacity import CapacityError
 from dualpath.engines.request import Request
@@ -26,6 +26,7 @@ from dualpath.frontdoor import (
     make_app,
 )
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2, scheduler_pb2_grpc
+from dualpath.serving.events import EventSink
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Ctx, Peers
 from dualpath.serving.prom import ServiceCollector, registry_for
@@ -36,8 +37,11 @@ from dualpath.serving.world import World, build_world
 
 
 class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
-    def __init__(self, opts: ServeOptions, world: World, clock: RealClock) -> None:
+    def __init__(
+        self, opts: ServeOptions, world: World, clock: RealClock, events: EventSink
+    ) -> None:
         super().__init__()
+        self.events = events
         self.opts, self.world, self.clock = opts, world, clock
         self.name = "scheduler"
         self.owned_links = []
@@ -47,6 +51,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             c.scheduler.ctx, c.scheduler.pe_groups, c.scheduler.de_groups, opts
         )
         self.sched.fatal.add_done_callback(self._on_fatal)
+        self.sched.on_done = self._record_done
         self._rids = itertools.count(1)
         self.lost: set[str] = set()
         self.exit_on_fatal = False  # keep serving so clients learn why the run failed
@@ -68,7 +73,25 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         """The registry is the failure detector: a node whose heartbeat expired is lost."""
         live = {m.name for m in members}
         expected = set(self.world.cluster.hw.nodes) | {"storage"}
-        self.lost = expected - live
+        lost = expected - live
+        for name in sorted(lost - self.lost):
+            self.events.emit("engine_lost", self.clock.now(), name=name)
+        self.lost = lost
+
+    def _record_done(self, req: Request) -> None:
+        self.events.emit(
+            "turn_done",
+            req.t_last,
+            rid=req.rid,
+            session=req.session,
+            turn=req.turn,
+            prompt=req.prompt,
+            hit=req.hit,
+            gen=req.gen,
+            path=req.path.value,
+            arrival=req.arrival,
+            t_first=req.t_first,
+        )
 
     # --- gRPC ------------------------------------------------------------------------
     async def Report(  # noqa: N802 (gRPC method name)
@@ -173,9 +196,12 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
     async def stop(self) -> None:
         self.ready = False
         self.sched.stop()
+        await self.events.close()
 
 
 async def make_scheduler(
     opts: ServeOptions, sc: Scenario, clock: RealClock, r: aioredis.Redis
 ) -> ServiceShell:
-    return SchedulerShell(opts, build_world(sc, clock, "scheduler"), clock)
+    events = EventSink(EventLog(r, opts.run_id, "scheduler"))
+    events.start()
+    return SchedulerShell(opts, build_world(sc, clock, "scheduler"), clock, events)

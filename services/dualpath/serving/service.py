@@ -25,6 +25,7 @@ class ServiceShell:
         self.fatal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.ready = False  # every peer is known and the shell is working
         self.exit_on_fatal = True  # the scheduler keeps serving to report the failure
+        self.payload_bytes_verified = 0  # real-payload mode: bytes whose checksum passed here
 
     def fail(self, exc: BaseException) -> None:
         """An error that must end the run loudly (lost or corrupted KV, a lost transfer)."""

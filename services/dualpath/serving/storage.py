@@ -17,11 +17,12 @@ import redis.asyncio as aioredis
 
 from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
 from dualpath.config.settings import Scenario
-from dualpath.control import BlockIndex
+from dualpath.control import BlockIndex, EventLog
 from dualpath.core.clock import RealClock
 from dualpath.links import Fabric, Link
 from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc
 from dualpath.serving import payload
+from dualpath.serving.events import EventSink
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Ctx
 from dualpath.serving.service import ServiceShell
@@ -52,8 +53,11 @@ def owned(world: World, names: list[str], context: Ctx) -> list[Link]:
 
 
 class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
-    def __init__(self, opts: ServeOptions, world: World, index: BlockIndex) -> None:
+    def __init__(
+        self, opts: ServeOptions, world: World, index: BlockIndex, events: EventSink
+    ) -> None:
         super().__init__()
+        self.events = events
         self.opts = opts
         self.world = world
         self.name = "storage"
@@ -98,7 +102,7 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
         self, request: kv_pb2.WriteBlocksRequest, context: Ctx
     ) -> kv_pb2.WriteBlocksReply:
         try:
-            payload.verify(request.payload, "persist")
+            self.payload_bytes_verified += payload.verify(request.payload, "persist")
         except payload.PayloadError as exc:
             await context.abort(grpc.StatusCode.DATA_LOSS, str(exc))
         if not self.ctx.policy.oracle:
@@ -121,7 +125,9 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
         integ.blocks_persisted += added
         integ.bytes_persisted += added * self.ctx.full_block_bytes
         if added:
-            self._dirty[rng.session] = self.store.prefix_blocks(rng.session)
+            prefix = self.store.prefix_blocks(rng.session)
+            self._dirty[rng.session] = prefix
+            self.events.emit("persisted", self.ctx.clock.now(), session=rng.session, prefix=prefix)
             faults = self.ctx.faults
             if faults.corrupt_left > 0:  # detector self-test (`faults.corrupt_blocks`)
                 faults.corrupt_left -= 1
@@ -140,7 +146,7 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
     ) -> kv_pb2.ChargeReply:
         try:
             links = owned(self.world, list(request.links), context)
-            payload.verify(request.payload, "charge")
+            self.payload_bytes_verified += payload.verify(request.payload, "charge")
         except (ValueError, payload.PayloadError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         await charge(self.ctx.hw.fabric, links, request.nbytes, request.vl)
@@ -167,6 +173,7 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
             self._flusher.cancel()
             await asyncio.gather(self._flusher, return_exceptions=True)
         await self.flush_index()  # nothing persisted is lost on a graceful stop
+        await self.events.close()
 
     def stats(self) -> dict[str, Any]:
         out = base_stats(self.name, self.ctx.clock, self.owned_links, self.ctx.metrics)  # type: ignore[arg-type]
@@ -178,6 +185,7 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
             "corrupted": len(self.store.corrupted),
             "writes": self.writes,
         }
+        out["payload_bytes_verified"] = self.payload_bytes_verified
         return out
 
     def health(self) -> dict[str, Any]:
@@ -187,6 +195,9 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
 async def make_storage(
     opts: ServeOptions, sc: Scenario, clock: RealClock, r: aioredis.Redis
 ) -> ServiceShell:
-    shell = StorageShell(opts, build_world(sc, clock, "storage"), BlockIndex(r, opts.run_id))
+    events = EventSink(EventLog(r, opts.run_id, "storage"))
+    events.start()
+    world = build_world(sc, clock, "storage")
+    shell = StorageShell(opts, world, BlockIndex(r, opts.run_id), events)
     await shell.restore()
     return shell

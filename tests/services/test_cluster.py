@@ -1,0 +1,143 @@
+"""Integration: real service processes, real gRPC, a real Redis, the official OpenAI client.
+
+Tests in this module share one cluster and run in file order; the last one kills a node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import time
+import urllib.request
+from typing import Any
+
+import openai
+import pytest
+import redis.asyncio as aioredis
+
+from dualpath.control import Registry
+from dualpath.launcher.collect import gather_stats
+from dualpath.launcher.local import LocalCluster
+
+SYSTEM = " ".join(f"rule{i} keep the tool outputs short and cite the file" for i in range(60))
+
+
+def _get(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        body: dict[str, Any] = json.load(resp)
+        return body
+
+
+def _stats(cl: LocalCluster) -> dict[str, dict[str, Any]]:
+    return {s["service"]: s for s in asyncio.run(gather_stats(cl.grpc_addrs()))}
+
+
+def test_every_service_is_registered_healthy_and_serves_metrics(cluster: LocalCluster) -> None:
+    names = sorted(m.name for m in cluster.members)
+    assert names == ["decode0", "prefill0", "scheduler", "storage"]
+    for m in cluster.members:
+        assert _get(f"http://{m.admin_addr}/healthz")["ready"] is True
+        with urllib.request.urlopen(f"http://{m.admin_addr}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        assert "dualpath_emulation_lag_seconds" in text
+    node = next(m for m in cluster.members if m.name == "decode0")
+    with urllib.request.urlopen(f"http://{node.admin_addr}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    assert 'dualpath_link_bytes_total{link="decode0.snic.rx"' in text or "decode0" in text
+
+
+def test_openai_client_streams_and_second_turn_hits_cache(cluster: LocalCluster) -> None:
+    client = openai.OpenAI(base_url=f"http://{cluster.http_addr}/v1", api_key="x", max_retries=0)
+    messages: list[Any] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "list the files"},
+    ]
+    stream = client.chat.completions.create(
+        model="ds-27b",
+        messages=messages,
+        max_tokens=8,
+        stream=True,
+        stream_options={"include_usage": True},
+        user="alice",
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.strip()
+    first_usage = chunks[-1].usage
+    assert first_usage is not None and first_usage.completion_tokens == 8
+    messages += [
+        {"role": "assistant", "content": text},
+        {"role": "user", "content": "now open the first one"},
+    ]
+    time.sleep(0.5)  # let the decode engine's last block persists land in the store
+    second = client.chat.completions.create(
+        model="ds-27b", messages=messages, max_tokens=4, user="alice"
+    )
+    assert second.usage is not None and second.usage.prompt_tokens_details is not None
+    cached = second.usage.prompt_tokens_details.cached_tokens or 0
+    assert cached >= 64, f"second turn should hit the first turn's blocks, got {cached}"
+    assert cached < second.usage.prompt_tokens
+
+
+def test_agent_turns_use_both_read_paths_and_verify_every_block(cluster: LocalCluster) -> None:
+    async def turns() -> list[dict[str, Any]]:
+        import aiohttp
+
+        out = []
+        async with aiohttp.ClientSession() as http:
+            for agent in range(2):
+                for turn in range(3):
+                    body = {"session": f"it-{agent}", "append_tokens": 300, "gen_tokens": 20}
+                    url = f"http://{cluster.http_addr}/v1/agent/turn"
+                    async with http.post(url, json=body) as resp:
+                        assert resp.status == 200, await resp.text()
+                        out.append(await resp.json())
+                    assert out[-1]["turn"] == turn
+        return out
+
+    results = asyncio.run(turns())
+    assert {r["read_path"] for r in results} == {"pe", "de"}
+    stats = _stats(cluster)
+    integ = stats["scheduler"]["metrics"]["integrity"]
+    assert integ["blocks_read"] > 0 and integ["bytes_from_storage"] > 0
+    assert integ["blocks_lost"] == integ["blocks_corrupted"] == 0
+    pe_loaded = stats["prefill0"]["metrics"]["integrity"]["bytes_to_prefill_hbm"]
+    assert pe_loaded == pytest.approx(integ["bytes_from_storage"])
+    assert stats["storage"]["metrics"]["integrity"]["blocks_persisted"] > 0
+    assert stats["storage"]["store"]["corrupted"] == 0
+
+
+def test_killed_node_expires_from_registry_and_the_rest_stop_gracefully(
+    cluster: LocalCluster,
+) -> None:
+    victim = next(p for p in cluster.group.procs if p.name == "decode0")
+    os.killpg(victim.popen.pid, signal.SIGKILL)
+    victim.popen.wait(timeout=10)
+
+    async def live_names() -> list[str]:
+        r = aioredis.Redis.from_url(cluster.redis_url)
+        try:
+            return sorted(m.name for m in await Registry(r, cluster.run_id).members())
+        finally:
+            await r.aclose()
+
+    deadline = time.monotonic() + 15
+    while "decode0" in asyncio.run(live_names()):
+        assert time.monotonic() < deadline, "decode0's registry entry did not expire"
+        time.sleep(0.25)
+    deadline = time.monotonic() + 10
+    while "decode0" not in _get(f"http://{cluster.http_addr}/healthz")["lost"]:
+        assert time.monotonic() < deadline, "the scheduler did not notice the lost node"
+        time.sleep(0.25)
+    ports = [int(m.grpc_addr.rsplit(":", 1)[1]) for m in cluster.members if m.name != "decode0"]
+    killed = cluster.group.stop(grace_s=15)
+    assert killed == [], f"needed SIGKILL after SIGTERM: {killed}"
+    for port in ports:
+        with socket.socket() as s:
+            # SO_REUSEADDR ignores TIME_WAIT leftovers but still fails if anyone listens
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+            s.listen()
