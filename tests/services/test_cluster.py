@@ -110,6 +110,48 @@ def test_agent_turns_use_both_read_paths_and_verify_every_block(cluster: LocalCl
     assert stats["storage"]["store"]["corrupted"] == 0
 
 
+def test_storage_restart_keeps_every_block_through_the_redis_index(cluster: LocalCluster) -> None:
+    before = _stats(cluster)["storage"]["store"]
+    assert before["stored_blocks"] > 0
+    cluster.group.restart("storage")
+    deadline = time.monotonic() + 30
+    while True:
+        cluster.group.check_alive()
+        try:
+            cluster.members = asyncio.run(_members(cluster))
+            storage = next(m for m in cluster.members if m.name == "storage")
+            if _get(f"http://{storage.admin_addr}/healthz")["ready"]:
+                break
+        except (StopIteration, OSError):
+            pass
+        assert time.monotonic() < deadline, "storage did not come back"
+        time.sleep(0.25)
+    after = _stats(cluster)["storage"]["store"]
+    assert after["restored_blocks"] == before["stored_blocks"] == after["stored_blocks"]
+    time.sleep(2.0)  # the other services pick up the new address from the registry
+
+    async def one_turn() -> dict[str, Any]:
+        import aiohttp
+
+        body = {"session": "it-0", "append_tokens": 100, "gen_tokens": 4}
+        async with aiohttp.ClientSession() as http:
+            url = f"http://{cluster.http_addr}/v1/agent/turn"
+            async with http.post(url, json=body) as resp:
+                assert resp.status == 200, await resp.text()
+                result: dict[str, Any] = await resp.json()
+                return result
+
+    assert asyncio.run(one_turn())["cached_tokens"] > 0  # served from the restored blocks
+
+
+async def _members(cluster: LocalCluster) -> list[Any]:
+    r = aioredis.Redis.from_url(cluster.redis_url)
+    try:
+        return await Registry(r, cluster.run_id).members()
+    finally:
+        await r.aclose()
+
+
 def test_killed_node_expires_from_registry_and_the_rest_stop_gracefully(
     cluster: LocalCluster,
 ) -> None:

@@ -591,6 +591,22 @@ def test_kustomizations_run_one_image_and_overlays_distinct_names() -> None:
 
 
 @NO_KUBECTL
+def test_overlays_in_one_namespace_do_not_select_each_others_pods() -> None:
+    renders = {k: _render(k) for k in OVERLAYS}
+    for mine, objs in renders.items():
+        for svc in (o for o in objs if o["kind"] == "Service"):
+            for theirs, others in renders.items():
+                stray = [
+                    o["metadata"]["name"]
+                    for o in others
+                    if theirs != mine
+                    and o["kind"] in {"Deployment", "StatefulSet"}
+                    and _selects(svc["spec"].get("selector") or {}, o)
+                ]
+                assert not stray, f"{mine.name}: Service/{svc['metadata']['name']} selects {stray}"
+
+
+@NO_KUBECTL
 def test_every_kustomization_runs_the_cluster_or_the_sim_job() -> None:
     for kustomization in KUSTOMIZATIONS:
         objs = _render(kustomization)

@@ -33,6 +33,7 @@ class Proc:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+    args: list[str] = field(default_factory=list)
 
     @property
     def alive(self) -> bool:
@@ -47,7 +48,7 @@ class ProcessGroup:
     def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{name}.log"
-        with log.open("wb") as fh:
+        with log.open("ab") as fh:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "dualpath", *args],
                 stdout=fh,
@@ -56,9 +57,17 @@ class ProcessGroup:
                 start_new_session=True,
                 env={**os.environ, **(env or {})},
             )
-        proc = Proc(name, popen, log)
+        proc = Proc(name, popen, log, args)
         self.procs.append(proc)
         return proc
+
+    def restart(self, name: str, grace_s: float = 10.0) -> Proc:
+        """Stop one service gracefully and start it again with the same arguments."""
+        old = next(p for p in self.procs if p.name == name)
+        old.popen.send_signal(signal.SIGTERM)
+        old.popen.wait(timeout=grace_s)
+        self.procs.remove(old)
+        return self.spawn(name, old.args)
 
     def check_alive(self) -> None:
         for p in self.procs:
