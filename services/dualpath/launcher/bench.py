@@ -94,7 +94,7 @@ def _cpu(cl: LocalCluster) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dualpath.launcher.bench", description=__doc__)
-    ap.add_argument("--dilations", default="0.1,0.25")
+    ap.add_argument("--dilations", default="0.05,0.1")
     ap.add_argument("--agents", default="128,256,512")
     ap.add_argument("--window-s", type=float, default=8.0)
     ap.add_argument("--json", dest="json_out")
