@@ -20,6 +20,7 @@ from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext, RequestHook
 from dualpath.engines.request import EngineState, Request
 from dualpath.links import Link
+from dualpath.policies.base import release_decode
 
 
 class _Batch:
@@ -246,11 +247,7 @@ class DecodeUnit:
                 ctx.store.corrupt(rng.session, rng.stop - 1)
 
     def _complete(self, req: Request) -> None:
-        de = req.de
-        assert de is not None
-        de.free_hbm += req.hbm_bytes
-        de.tok -= req.length
-        de.seq -= 1
+        release_decode(req)
         self.ctx.metrics.finish(req)
         req.done.set_result(None)
         self._on_done(req)

@@ -23,7 +23,7 @@ from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
 from dualpath.engines.request import EngineState, ReadPath, Request
-from dualpath.policies.base import prefill_tokens
+from dualpath.policies.base import release_prefill
 
 
 class GlobalScheduler:
@@ -85,8 +85,7 @@ class GlobalScheduler:
     def on_pe_released(self, req: Request) -> None:
         pe = req.pe
         assert pe is not None
-        pe.tok -= prefill_tokens(req)
-        pe.seq -= 1
+        release_prefill(req)
         if req.path is ReadPath.PE and req.hit:
             self.ctx.hw.node_of(pe).buffer.release(req.hit * self.ctx.kv_token)
         self._kick("pe", [pe.group])

@@ -124,6 +124,23 @@ class SchedulingPolicy(ABC):
         return quota_batch(ready, attention_time, self.limits, hbm_free)
 
 
+def release_prefill(req: Request) -> None:
+    """Undo `take_prefill` when the PE finishes the request's prefill."""
+    pe = req.pe
+    assert pe is not None
+    pe.tok -= prefill_tokens(req)
+    pe.seq -= 1
+
+
+def release_decode(req: Request) -> None:
+    """Undo `take_decode` when the request's last token is generated."""
+    de = req.de
+    assert de is not None
+    de.free_hbm += req.hbm_bytes
+    de.tok -= req.length
+    de.seq -= 1
+
+
 def prefill_tokens(req: Request) -> int:
     """A request's weight in a PE's tok_e: all its prompt tokens. The paper's tok_e is "the
     total tokens of those requests", the single proxy for GPU, disk and network load: the

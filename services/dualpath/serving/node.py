@@ -136,7 +136,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self, request: kv_pb2.ChargeRequest, context: Ctx
     ) -> kv_pb2.ChargeReply:
         try:
-            links = owned(self.world, list(request.links), context)
+            links = owned(self.world, list(request.links))
             got = payload.verify(request.payload, "charge")
             want = payload.payload_size(request.nbytes, self.opts.real_payload)
             if got != want:

@@ -14,7 +14,7 @@ from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
 from dualpath.engines.context import EngineContext
 from dualpath.engines.request import EngineState, ReadPath, Request
 from dualpath.engines.scheduler import GlobalScheduler
-from dualpath.policies.base import prefill_tokens
+from dualpath.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Peers
@@ -151,8 +151,7 @@ class RemoteScheduler(GlobalScheduler):
         pe = req.pe
         assert pe is not None
         req.t_first = rep.t_first
-        pe.tok -= prefill_tokens(req)
-        pe.seq -= 1
+        release_prefill(req)
         self._kick("pe", [pe.group])
         hook = self.first_token.pop(req.rid, None)
         if hook is not None:
@@ -165,9 +164,7 @@ class RemoteScheduler(GlobalScheduler):
         self.first_token.pop(req.rid, None)
         req.t_first, req.t_second, req.t_last = rep.t_first, rep.t_second, rep.t_last
         req.generated = req.gen
-        de.free_hbm += req.hbm_bytes
-        de.tok -= req.length
-        de.seq -= 1
+        release_decode(req)
         self.ctx.metrics.finish(req)
         self.stages.add(req)
         self.on_done(req)

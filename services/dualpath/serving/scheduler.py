@@ -129,7 +129,14 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             raise BadTurn(str(exc)) from None
         if first_token is not None:
             self.sched.first_token[req.rid] = first_token
-        await req.done
+        try:
+            # a turn whose node died never reports: it fails at its deadline, not never
+            await asyncio.wait_for(asyncio.shield(req.done), self.opts.transfer_deadline())
+        except TimeoutError:
+            raise BackendUnavailable(
+                f"turn {req.rid} did not finish within {self.opts.transfer_deadline():.0f} s "
+                f"(lost nodes: {sorted(self.lost) or 'none'})"
+            ) from None
         return TurnResult(
             request_id=req.rid,
             session=req.session,

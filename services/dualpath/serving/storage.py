@@ -44,7 +44,7 @@ async def charge(fabric: Fabric, links: list[Link], nbytes: float, vl: int) -> N
     await done
 
 
-def owned(world: World, names: list[str], context: Ctx) -> list[Link]:
+def owned(world: World, names: list[str]) -> list[Link]:
     links = world.cluster.hw.fabric.links
     bad = [n for n in names if n not in links or not n.startswith(world.me + ".")]
     if bad:
@@ -145,7 +145,7 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
         self, request: kv_pb2.ChargeRequest, context: Ctx
     ) -> kv_pb2.ChargeReply:
         try:
-            links = owned(self.world, list(request.links), context)
+            links = owned(self.world, list(request.links))
             self.payload_bytes_verified += payload.verify(request.payload, "charge")
         except (ValueError, payload.PayloadError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
