@@ -36,6 +36,38 @@ async def test_agent_context_grows_with_the_history(http: ClientSession, server:
     assert server.backend.specs[1].prompt_tokens == 160
 
 
+async def test_block_ids_are_content_addressed_across_sessions(
+    http: ClientSession, server: Server
+) -> None:
+    """A trace's hash_ids: two sessions sharing leading ids share those blocks (a fork),
+    and a session whose next prompt extends its ids stays on its chain."""
+    body = {"block_tokens": 8, "gen_tokens": 2}  # 8-token ids = two 4-token cluster blocks
+    a0 = await _turn(http, session="a", prompt_tokens=30, block_ids=[1, 2, 3, 4], **body)
+    b0 = await _turn(http, session="b", prompt_tokens=20, block_ids=[1, 2, 9], **body)
+    a1 = await _turn(http, session="a", prompt_tokens=40, block_ids=[1, 2, 3, 4, 5], **body)
+    assert b0["session"] != a0["session"] == a1["session"] and a1["turn"] == 1
+    fork = server.backend.specs[1].lineage
+    assert [(f.session, f.parent, f.at) for f in fork] == [(b0["session"], a0["session"], 4)]
+    assert server.backend.specs[0].prompt_tokens == 30 and a0["prompt_tokens"] == 30
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"prompt_tokens": 8, "block_ids": [1], "block_tokens": 6}, "block_tokens"),
+        ({"prompt_tokens": 8, "block_ids": [1, 2, 3], "block_tokens": 4}, "block_ids"),
+        ({"prompt_tokens": 8, "block_ids": ["x"], "block_tokens": 4}, "block_ids"),
+        ({"prompt_tokens": 8, "block_ids": {"a": 1}}, "block_ids"),
+        ({"prompt_tokens": 0, "block_ids": []}, "prompt_tokens"),
+        ({"prompt_tokens": MAX_PROMPT + 1, "block_ids": []}, "prompt_tokens"),
+        ({"prompt_tokens": 8, "block_ids": [1], "append_tokens": 3}, "append_tokens"),
+    ],
+)
+async def test_block_id_validation(http: ClientSession, body: Any, param: str) -> None:
+    err = (await _turn(http, 400, session="s", gen_tokens=1, **body))["error"]
+    assert err["param"] == param
+
+
 @pytest.mark.parametrize(
     ("body", "status", "param"),
     [

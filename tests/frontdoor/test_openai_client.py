@@ -114,16 +114,21 @@ async def test_second_chat_turn_hits_the_cache_on_the_same_session(
     assert (dp1["turn"], dp2["turn"]) == (0, 1)
 
 
-async def test_user_field_affinity(client: openai.AsyncOpenAI, server: Server) -> None:
-    a = await client.completions.create(model=MODEL, prompt="one two three", user="alice")
-    b = await client.completions.create(model=MODEL, prompt="one two three", user="bob")
-    a2 = await client.completions.create(
-        model=MODEL, prompt="one two three four five six", user="alice"
-    )
+async def test_content_decides_the_chain_and_users_share_a_prompt(
+    client: openai.AsyncOpenAI, server: Server
+) -> None:
+    """Affinity (`user`) is only a hint: two users sending the same system prompt share its
+    blocks; a user's next turn extends the chain its prompt ends on."""
+    system = "you are a careful coding agent " * 4  # 24 tokens: six 4-token blocks
+    task_a = system + "fix the bug in one two three four"  # 8 more tokens: 2 own blocks
+    a = await client.completions.create(model=MODEL, prompt=task_a, user="alice")
+    b = await client.completions.create(model=MODEL, prompt=system + "add a test " * 3, user="bob")
+    a2 = await client.completions.create(model=MODEL, prompt=task_a + " and more", user="alice")
     s = [_extra(r, "dualpath")["session"] for r in (a, b, a2)]
-    assert s[0] == s[2] != s[1]
-    assert _extra(a2, "dualpath")["turn"] == 1
-    assert server.backend.specs[-1].turn == 1
+    assert s[1] != s[0]  # bob's prompt diverges after the shared blocks: a fork
+    lineage = server.backend.specs[1].lineage
+    assert [(f.session, f.parent, f.at) for f in lineage] == [(s[1], s[0], 6)]
+    assert s[2] == s[0] and _extra(a2, "dualpath")["turn"] == 1
 
 
 async def test_token_id_prompt(client: openai.AsyncOpenAI) -> None:

@@ -1,10 +1,12 @@
-"""PrefixSessions: chained block hashes decide which KV chain a prompt extends."""
+"""PrefixSessions: content (chained block hashes) decides which KV chain a prompt is on."""
 
 from __future__ import annotations
 
 import pytest
 
+from dualpath.blocks.chain import Fork
 from dualpath.frontdoor import NATIVE_SESSION_BASE, NativeSessions, PrefixSessions, block_hashes
+from dualpath.frontdoor.sessions import id_block_hashes
 
 A = [1, 2, 3, 4]
 B = [5, 6, 7, 8]
@@ -21,44 +23,63 @@ def test_hashes_are_chained_and_cover_full_blocks_only() -> None:
     assert block_hashes([1, 2, 3], 4) == []
 
 
-def test_extension_reuses_the_session() -> None:
+def _placed(s: PrefixSessions, tokens: list[int]) -> tuple[int, int, int]:
+    """Place a prompt and end its turn at once (as a finished request does)."""
+    p = s.place(block_hashes(tokens, s.block_tokens))
+    s.release(p.session)
+    return p.session, p.turn, p.matched_blocks
+
+
+def test_extension_reuses_the_chain() -> None:
     s = PrefixSessions(4)
-    assert s.resolve(None, A + B) == (1, 0)
-    assert s.resolve(None, A + B + C + [1]) == (1, 1)
-    assert s.resolve(None, A + B + C) == (1, 2)
+    assert _placed(s, A + B) == (1, 0, 0)
+    assert _placed(s, A + B + C + [1]) == (1, 1, 2)
+    assert _placed(s, A + B + C) == (1, 2, 3)
 
 
-def test_divergence_starts_a_new_session() -> None:
+def test_a_shared_prefix_forks_the_chain_that_holds_it() -> None:
     s = PrefixSessions(4)
-    assert s.resolve(None, A + B) == (1, 0)
-    assert s.resolve(None, A + C) == (2, 0)  # shares block A only: a different chain
-    assert s.resolve(None, A + B + C) == (1, 1)  # the longest matching history wins
-    assert s.resolve(None, A + C + B) == (2, 1)
-    assert s.resolve(None, [1, 2]) == (3, 0)  # no full block, no key: nothing to match
+    assert _placed(s, A + B) == (1, 0, 0)
+    p = s.place(block_hashes(A + C, 4))  # shares block A, then differs: a fork at 1
+    assert (p.session, p.turn, p.matched_blocks) == (2, 0, 1)
+    assert p.lineage == (Fork(2, 1, 1),)
+    s.release(2)
+    assert _placed(s, A + B + C) == (1, 1, 2)  # the conversation that ends at B goes on
+    assert _placed(s, A + C + B) == (2, 1, 2)
+    grand = s.place(block_hashes(A + C + C, 4))  # forks chain 2 inside its own blocks
+    assert grand.lineage == (Fork(2, 1, 1), Fork(3, 2, 2))
+    assert _placed(s, [1, 2]) == (4, 0, 0)  # no full block: nothing to match
 
 
-def test_affinity_keeps_a_conversation_and_repoints_on_divergence() -> None:
+def test_a_running_chain_is_never_extended_twice() -> None:
     s = PrefixSessions(4)
-    assert s.resolve("u1", A) == (1, 0)
-    assert s.resolve("u2", A) == (2, 0)  # a new key is a new conversation
-    assert s.resolve("u1", A + B) == (1, 1)
-    assert s.resolve("u1", [7]) == (1, 2)  # no full block yet: stays on its chain
-    assert s.resolve("u1", A + B + C) == (1, 3)  # ... which kept its recorded blocks
-    assert s.resolve("u1", C) == (3, 0)  # diverged: fresh chain, key re-pointed
-    assert s.resolve("u1", C + A) == (3, 1)
-    assert s.resolve(None, A + B + C + A) == (1, 4)  # the old chain is still findable
+    first = s.place(block_hashes(A + B, 4))  # still running
+    same = s.place(block_hashes(A + B + C, 4))
+    assert same.session != first.session and same.lineage == (Fork(2, 1, 2),)
+    s.release(first.session)
+    s.release(same.session)
+    assert _placed(s, A + B + C + A) == (2, 1, 3)  # the longest match wins
 
 
-def test_lru_bound_forgets_the_oldest_session_and_its_key() -> None:
+def test_ids_and_tokens_hash_apart_and_ids_expand_to_cluster_blocks() -> None:
+    by_ids = id_block_hashes([7, 8], 8)  # two 512-token trace blocks = 16 blocks of 64
+    assert len(by_ids) == 16 and len(set(by_ids)) == 16
+    assert id_block_hashes([7, 9], 8)[:8] == by_ids[:8]
+    assert id_block_hashes([7, 9], 8)[8] != by_ids[8]
+    assert not set(by_ids) & set(block_hashes(list(range(64)), 4))
+
+
+def test_lru_bound_forgets_the_oldest_idle_chain() -> None:
     s = PrefixSessions(4, max_sessions=2)
-    assert s.resolve("k", A) == (1, 0)
-    assert s.resolve(None, B) == (2, 0)
-    assert s.resolve("k", A + B) == (1, 1)  # touches session 1: session 2 is now oldest
-    assert s.resolve(None, C) == (3, 0)  # evicts session 2
+    assert _placed(s, A) == (1, 0, 0)
+    assert _placed(s, B) == (2, 0, 0)
+    assert _placed(s, A + B) == (1, 1, 1)  # touches chain 1: chain 2 is now oldest
+    assert _placed(s, C) == (3, 0, 0)  # evicts chain 2
     assert len(s) == 2
-    assert s.resolve(None, B + C) == (4, 0)  # session 2's blocks are forgotten
-    assert s.resolve("k", A + B + C) == (5, 0)  # session 1 was evicted with its key
-    assert s.resolve("k", A + B + C + A) == (5, 1)
+    assert _placed(s, B + C) == (4, 0, 0)  # chain 2's blocks are forgotten
+    running = s.place(block_hashes(A, 4))
+    assert _placed(s, C + C) == (6, 0, 0)  # evicts an idle chain, never the running one
+    assert running.session in s._chains
 
 
 def test_rejects_bad_configuration() -> None:

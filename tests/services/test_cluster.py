@@ -110,6 +110,50 @@ def test_agent_turns_use_both_read_paths_and_verify_every_block(cluster: LocalCl
     assert stats["storage"]["store"]["corrupted"] == 0
 
 
+def test_prefixes_are_shared_across_users_by_content(cluster: LocalCluster) -> None:
+    """Three users send the same 6,018-token system prompt: the second and third read it
+    from storage (content addressing, as vLLM's prefix caching), and a prompt whose last
+    block differs still hits every block before it."""
+    client = openai.OpenAI(base_url=f"http://{cluster.http_addr}/v1", api_key="x", max_retries=0)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota"]
+    system = "".join(f" {words[i % len(words)]}" for i in range(6018))
+    cached = []
+    for user, task in (("u1", "fix the parser"), ("u2", "add a test"), ("u3", "write docs")):
+        r = client.chat.completions.create(
+            model="ds-27b",
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": task}],
+            max_tokens=2,
+            user=user,
+        )
+        assert r.usage is not None and r.usage.prompt_tokens_details is not None
+        cached.append(r.usage.prompt_tokens_details.cached_tokens or 0)
+        time.sleep(0.3)  # the decode engine's persists land in the store
+    assert cached[0] == 0
+    assert cached[1] >= 64 * 93 and cached[2] >= 64 * 93, cached
+
+    async def turn(ids: list[int]) -> dict[str, Any]:
+        import aiohttp
+
+        body = {
+            "session": f"ids-{ids[-1]}",
+            "prompt_tokens": 64 * 94 + 10,
+            "block_ids": ids,
+            "block_tokens": 64,
+            "gen_tokens": 2,
+        }
+        async with aiohttp.ClientSession() as http:
+            url = f"http://{cluster.http_addr}/v1/agent/turn"
+            async with http.post(url, json=body) as resp:
+                assert resp.status == 200, await resp.text()
+                result: dict[str, Any] = await resp.json()
+                return result
+
+    ids = list(range(1000, 1094))
+    assert asyncio.run(turn(ids))["cached_tokens"] == 0
+    time.sleep(0.3)
+    assert asyncio.run(turn([*ids[:93], 5]))["cached_tokens"] == 64 * 93  # all but the last
+
+
 def test_storage_restart_keeps_every_block_through_the_redis_index(cluster: LocalCluster) -> None:
     before = _stats(cluster)["storage"]["store"]
     assert before["stored_blocks"] > 0

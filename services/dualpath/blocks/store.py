@@ -31,17 +31,21 @@ from dualpath.blocks.range import BlockRange
 
 
 class _Stored:
-    """One session's stored blocks [0, n) and the XOR masks damaging some of them."""
+    """One chain's own stored blocks [base, n) and the XOR masks damaging some of them."""
 
     __slots__ = ("damage", "n")
 
-    def __init__(self) -> None:
-        self.n = 0
+    def __init__(self, base: int) -> None:
+        self.n = base
         self.damage: dict[int, int] = {}  # block -> mask; stored checksum = c_block ^ mask
 
 
 class BlockStore:
-    """Persisted Full Blocks of every session, verified against the chain on write and read."""
+    """Persisted Full Blocks of every session, verified against the chain on write and read.
+
+    Content-addressed: a block belongs to the chain that owns it (`ChainRegistry.owner_ranges`),
+    so a block written through one session is a hit for every session that forks it.
+    """
 
     __slots__ = ("_by_root", "_parked", "_sessions", "blocks_persisted", "blocks_read", "chains")
 
@@ -49,9 +53,9 @@ class BlockStore:
         # Engines and the store must share one registry (or equal salts): the digests
         # producers send are checked against it.
         self.chains = chains if chains is not None else ChainRegistry()
-        self._sessions: dict[int, _Stored] = {}
-        self._by_root: dict[int, int] = {}  # h_0 -> session
-        self._parked: dict[int, list[BlockRange]] = {}  # session -> writes past a gap
+        self._sessions: dict[int, _Stored] = {}  # owner chain -> its own stored run
+        self._by_root: dict[int, int] = {}  # h_0 -> root session
+        self._parked: dict[int, list[BlockRange]] = {}  # owner -> own writes past a gap
         self.blocks_persisted = 0  # new blocks added (re-persisting stored blocks adds none)
         self.blocks_read = 0  # blocks covered by successful read_digest calls
 
@@ -59,51 +63,63 @@ class BlockStore:
     def persist(self, rng: BlockRange, digest: int) -> int:
         """Store `rng` written with `digest`; return how many blocks were new.
 
-        Raises `BlockGap` if `rng` starts past the stored prefix and `BlockCorrupted` if the
-        producer's digest is not the chain's; nothing is stored then.
+        Raises `BlockGap` if a part of `rng` starts past its owner's stored run and
+        `BlockCorrupted` if the producer's digest is not the chain's; nothing is stored then.
         """
-        st = self._sessions.get(rng.session)
-        stored = st.n if st is not None else 0
-        if rng.start > stored:
-            raise BlockGap(rng, stored)
-        expected = self.chains.expected_digest(rng)
-        if digest != expected:
-            raise BlockCorrupted(rng, expected, digest, None, "persisted")
-        if rng.stop <= stored:
-            return 0
-        if st is None:
-            st = self._sessions[rng.session] = _Stored()
-            self._by_root[self.chains.block_hash(rng.session, 0)] = rng.session
-        st.n = rng.stop
-        added = rng.stop - stored
-        self.blocks_persisted += added
-        return added
+        self._check_digest(rng, digest)
+        parts = self.chains.owner_ranges(rng)
+        for part in parts:
+            if part.start > self.own_end(part.session):
+                raise BlockGap(part, self.own_end(part.session))
+        return sum(self._add(part) for part in parts)
 
     def persist_any_order(self, rng: BlockRange, digest: int) -> int:
         """Like `persist`, for writes that may complete out of order (a small flush can
-        overtake a large one on a shared link, as 3FS writes do): a range past the stored
-        prefix is checked, then parked until the gap before it is filled; it becomes visible
-        (a hit) only then, since a chained hash needs its whole prefix. Returns the blocks
-        that became stored by this call, parked ones included."""
-        stored = self.prefix_blocks(rng.session)
-        if rng.start > stored:
-            expected = self.chains.expected_digest(rng)
-            if digest != expected:
-                raise BlockCorrupted(rng, expected, digest, None, "persisted")
-            self._parked.setdefault(rng.session, []).append(rng)
+        overtake a large one on a shared link, as 3FS writes do): a part past its owner's
+        stored run is checked, then parked until the gap before it is filled; it becomes
+        visible (a hit) only then, since a chained hash needs its whole prefix. Returns the
+        blocks that became stored by this call, parked ones included."""
+        self._check_digest(rng, digest)
+        added = 0
+        for part in self.chains.owner_ranges(rng):
+            if part.start > self.own_end(part.session):
+                self._parked.setdefault(part.session, []).append(part)
+                continue
+            added += self._add(part) + self._unpark(part.session)
+        return added
+
+    def _check_digest(self, rng: BlockRange, digest: int) -> None:
+        expected = self.chains.expected_digest(rng)
+        if digest != expected:
+            raise BlockCorrupted(rng, expected, digest, None, "persisted")
+
+    def _add(self, part: BlockRange) -> int:
+        """Extend the owner's run with `part` (which starts within it); new blocks."""
+        st = self._sessions.get(part.session)
+        if st is None:
+            st = self._sessions[part.session] = _Stored(self._base(part.session))
+            if self.chains.fork_of(part.session) is None:
+                self._by_root[self.chains.block_hash(part.session, 0)] = part.session
+        if part.stop <= st.n:
             return 0
-        added = self.persist(rng, digest)
-        parked = self._parked.get(rng.session)
+        added = part.stop - st.n
+        st.n = part.stop
+        self.blocks_persisted += added
+        return added
+
+    def _unpark(self, owner: int) -> int:
+        parked = self._parked.get(owner)
+        added = 0
         while parked:
-            n = self.prefix_blocks(rng.session)
+            n = self.own_end(owner)
             ready = [r for r in parked if r.start <= n]
             if not ready:
                 break
             for r in ready:
                 parked.remove(r)
-                added += self.persist(r, self.chains.expected_digest(r))
+                added += self._add(r)
         if parked is not None and not parked:
-            del self._parked[rng.session]
+            del self._parked[owner]
         return added
 
     def parked_blocks(self) -> int:
@@ -112,25 +128,37 @@ class BlockStore:
 
     def corrupt(self, session: int, block_index: int) -> None:
         """Fault injection: invert the stored checksum of one block (twice restores it)."""
-        st = self._stored(BlockRange(session, block_index, block_index + 1))
+        (part,) = self.chains.owner_ranges(BlockRange(session, block_index, block_index + 1))
+        st = self._stored(part)
         mask = st.damage.pop(block_index, 0) ^ MASK64
         if mask:
             st.damage[block_index] = mask
 
     # --- reads ------------------------------------------------------------------------
+    def own_end(self, session: int) -> int:
+        """End of the chain's own stored run (its fork point when it stored nothing yet)."""
+        st = self._sessions.get(session)
+        return st.n if st is not None else self._base(session)
+
     def prefix_blocks(self, session: int) -> int:
         """Length of the session's stored leading run: the blocks a new turn can hit."""
-        st = self._sessions.get(session)
-        return st.n if st is not None else 0
+        f = self.chains.fork_of(session)
+        if f is not None:
+            shared = self.prefix_blocks(f.parent)
+            if shared < f.at:  # a chained hash needs its whole prefix
+                return shared
+        return self.own_end(session)
 
     def read_digest(self, rng: BlockRange) -> int:
         """Digest of the *stored* checksums of `rng`; `BlockMissing` if any block is absent."""
-        st = self._stored(rng)
+        parts = [(part, self._stored(part)) for part in self.chains.owner_ranges(rng)]
         digest = self.chains.expected_digest(rng)
-        if st.damage:
-            chain = self.chains.chain(rng.session)
+        for part, st in parts:
+            if not st.damage:
+                continue
+            chain = self.chains.chain(part.session)
             for block, mask in st.damage.items():
-                if rng.start <= block < rng.stop:
+                if part.start <= block < part.stop:
                     c = chain.checksum(block)
                     digest = (digest + (c ^ mask) - c) & MASK64
         self.blocks_read += rng.nblocks
@@ -149,7 +177,8 @@ class BlockStore:
         return digest
 
     def lookup_prefix(self, hashes: Sequence[int]) -> int:
-        """How many leading entries of a chained-hash list name blocks this store holds."""
+        """How many leading entries of a chained-hash list name blocks this store holds
+        (looked up along the root chain whose h_0 matches)."""
         if not hashes:
             return 0
         session = self._by_root.get(int(hashes[0]))
@@ -174,7 +203,11 @@ class BlockStore:
 
     @property
     def stored_blocks(self) -> int:
-        return sum(st.n for st in self._sessions.values())
+        return sum(st.n - self._base(s) for s, st in self._sessions.items())
+
+    def stored_runs(self) -> dict[int, int]:
+        """Owner chain -> end of its own stored run (what the Redis block index records)."""
+        return {s: st.n for s, st in self._sessions.items()}
 
     @property
     def corrupted(self) -> frozenset[tuple[int, int]]:
@@ -182,16 +215,25 @@ class BlockStore:
         return frozenset((s, b) for s, st in self._sessions.items() for b in st.damage)
 
     # --- helpers ----------------------------------------------------------------------
-    def _stored(self, rng: BlockRange) -> _Stored:
-        st = self._sessions.get(rng.session)
-        if st is None or rng.stop > st.n:
-            raise BlockMissing(rng, max(rng.start, st.n if st is not None else 0))
+    def _base(self, session: int) -> int:
+        f = self.chains.fork_of(session)
+        return f.at if f is not None else 0
+
+    def _stored(self, part: BlockRange) -> _Stored:
+        """The owner's record of `part` (one owner's blocks); `BlockMissing` if absent."""
+        st = self._sessions.get(part.session)
+        end = st.n if st is not None else self._base(part.session)
+        if st is None or part.stop > end:
+            raise BlockMissing(part, max(part.start, end))
         return st
 
     def _first_bad(self, rng: BlockRange) -> int | None:
         """First block of `rng` whose stored checksum is damaged, if any."""
-        st = self._sessions.get(rng.session)
-        if st is None:
-            return None
-        bad = [b for b in st.damage if rng.start <= b < min(rng.stop, st.n)]
+        bad = [
+            b
+            for part in self.chains.owner_ranges(rng)
+            if (st := self._sessions.get(part.session)) is not None
+            for b in st.damage
+            if part.start <= b < min(part.stop, st.n)
+        ]
         return min(bad) if bad else None

@@ -42,6 +42,7 @@ class BlockIndex:
     def __init__(self, redis: Redis, run_id: str) -> None:
         self._r = redis
         self._key = keys.block_index_key(run_id)
+        self._forks_key = keys.fork_index_key(run_id)
         self._raise = redis.register_script(_RAISE_LUA)
 
     async def record(self, session: int, stored_blocks: int) -> bool:
@@ -64,6 +65,24 @@ class BlockIndex:
             results = await pipe.execute()
         return sum(int(n) for n in results)
 
+    async def record_forks(self, forks: Sequence[tuple[int, int, int]]) -> None:
+        """Remember (session, parent, at) forks: a restarted store needs them to compute
+        the digests of the blocks it reloads. A fork never changes, so HSET is enough."""
+        if forks:
+            mapping = {
+                str(_check("session", s)): f"{_check('parent', p)}:{_check('at', a)}"
+                for s, p, a in forks
+            }
+            await self._r.hset(self._forks_key, mapping=mapping)  # type: ignore[arg-type]
+
+    async def load_forks(self) -> list[tuple[int, int, int]]:
+        """Every recorded fork as (session, parent, at)."""
+        out: list[tuple[int, int, int]] = []
+        async for field, value in self._r.hscan_iter(self._forks_key, count=_SCAN_COUNT):
+            parent, at = str(value if isinstance(value, str) else value.decode()).split(":")
+            out.append((int(field), int(parent), int(at)))
+        return out
+
     async def load(self) -> dict[int, int]:
         """The whole index: session -> stored prefix length."""
         out: dict[int, int] = {}
@@ -76,4 +95,4 @@ class BlockIndex:
         return 0 if value is None else int(value)
 
     async def clear(self) -> None:
-        await self._r.delete(self._key)
+        await self._r.delete(self._key, self._forks_key)

@@ -58,6 +58,11 @@ def members_pattern(run_id: str, role: str | None = None) -> str:
     return f"{prefix(run_id)}member:{validate_role(role)}:*"
 
 
+def fork_index_key(run_id: str) -> str:
+    """Hash: session -> "parent:at" for every forked chain the store holds blocks of."""
+    return f"{prefix(run_id)}forks"
+
+
 def block_index_key(run_id: str) -> str:
     """Hash: session id -> number of blocks of its prefix held by block storage."""
     return f"{prefix(run_id)}blocks"

@@ -1,7 +1,11 @@
 """The native agent endpoint: POST /v1/agent/turn.
 
-An agent's next turn extends its whole history (previous prompt + previous output + the
-new append), as in the paper's trajectories, so the client only sends the append size.
+Two forms. Append form (`append_tokens`): an agent's next turn extends its whole history
+(previous prompt + previous output + the new append), as in the paper's trajectories, so
+the client only sends the append size; the history is private to the session. Block-id
+form (`prompt_tokens` + `block_ids` + `block_tokens`, a trace's `hash_ids`): the prompt's
+content is named by the client's ids, content-addressed through the same prefix index as
+the OpenAI endpoints, so equal leading ids hit the same KV across sessions.
 
 Native session keys get internal ids from their own counter starting at 1_000_000_000,
 apart from the OpenAI prefix table (which counts from 1), so the two never share a KV
@@ -22,6 +26,7 @@ from dualpath.frontdoor import params
 from dualpath.frontdoor.backend import TurnResult, TurnSpec
 from dualpath.frontdoor.errors import ApiError, bad_param
 from dualpath.frontdoor.metrics import timings
+from dualpath.frontdoor.sessions import PrefixSessions, id_block_hashes
 from dualpath.frontdoor.turns import Limits, TurnRunner
 
 NATIVE_SESSION_BASE = 1_000_000_000
@@ -55,16 +60,30 @@ class NativeSessions:
 
 
 class AgentApi:
-    def __init__(self, limits: Limits, sessions: NativeSessions, runner: TurnRunner) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        sessions: NativeSessions,
+        runner: TurnRunner,
+        prefixes: PrefixSessions,
+    ) -> None:
         self._limits = limits
         self._sessions = sessions
         self._runner = runner
+        self._prefixes = prefixes
 
     async def turn(self, request: web.Request) -> web.Response:
         body = await params.read_json(request)
         key = _session_key(body)
-        append = params.opt_int(body, "append_tokens", None, 1)
+        by_ids = "block_ids" in body or "prompt_tokens" in body
+        if by_ids and "append_tokens" in body:
+            raise bad_param(
+                "append_tokens",
+                "send either 'append_tokens' or 'prompt_tokens' with 'block_ids', not both",
+            )
+        append = 0 if by_ids else params.opt_int(body, "append_tokens", None, 1)
         gen = params.opt_int(body, "gen_tokens", None, 1, self._limits.max_gen_tokens)
+        hashes = self._id_hashes(body) if by_ids else None
         wanted = body.get("turn")
         if wanted is not None:
             wanted = params.opt_int(body, "turn", None, 0)
@@ -79,15 +98,45 @@ class AgentApi:
                 param="turn",
                 code="turn_mismatch",
             )
-        prompt = state.context_tokens + append
-        if prompt > self._limits.max_prompt_tokens:
-            raise bad_param(
-                "append_tokens",
-                f"the prompt would reach {prompt} tokens, over the limit of "
-                f"{self._limits.max_prompt_tokens}; start a new session",
-            )
-        result = await self._run(state, TurnSpec(state.session, state.next_turn, prompt, gen))
+        if hashes is not None:
+            place = self._prefixes.place(hashes[1])
+            spec = TurnSpec(place.session, place.turn, hashes[0], gen, place.lineage)
+        else:
+            prompt = state.context_tokens + append
+            if prompt > self._limits.max_prompt_tokens:
+                raise bad_param(
+                    "append_tokens",
+                    f"the prompt would reach {prompt} tokens, over the limit of "
+                    f"{self._limits.max_prompt_tokens}; start a new session",
+                )
+            spec = TurnSpec(state.session, state.next_turn, prompt, gen)
+        result = await self._run(state, spec)
         return web.json_response({"session_key": key, **_result_body(result)})
+
+    def _id_hashes(self, body: params.Body) -> tuple[int, list[bytes]]:
+        """(prompt tokens, the cluster's block hashes) of a block-id turn."""
+        cluster_bt = self._limits.block_tokens
+        prompt = params.opt_int(body, "prompt_tokens", None, 1, self._limits.max_prompt_tokens)
+        bt = params.opt_int(body, "block_tokens", cluster_bt, 1)
+        if bt % cluster_bt:
+            raise bad_param(
+                "block_tokens",
+                f"'block_tokens' must be a multiple of the cluster's block "
+                f"size {cluster_bt}, got {bt}",
+            )
+        ids = body.get("block_ids")
+        most = -(-prompt // bt)  # a trace may name the partial last block too
+        if not isinstance(ids, list) or len(ids) > most:
+            raise bad_param(
+                "block_ids",
+                f"'block_ids' must be a list of at most {most} integers "
+                f"(ceil(prompt_tokens / block_tokens)), one per block of the prompt",
+            )
+        for i in ids:
+            if isinstance(i, bool) or not isinstance(i, int) or not -(2**63) <= i < 2**63:
+                raise bad_param("block_ids", "'block_ids' items must be 64-bit integers")
+        full = prompt // cluster_bt  # only full blocks of the cluster can be stored and hit
+        return prompt, id_block_hashes(ids, bt // cluster_bt)[:full]
 
     async def _run(self, state: NativeSession, spec: TurnSpec) -> TurnResult:
         task = self._runner.start(spec)

@@ -52,8 +52,12 @@ def make_app(
     metrics = FrontDoorMetrics(registry, model)
     runner = TurnRunner(backend, metrics, max_inflight)
     limits = Limits(model, block_tokens, max_prompt_tokens, max_gen_tokens)
-    openai = OpenAIApi(limits, PrefixSessions(block_tokens, max_sessions), runner)
-    agent = AgentApi(limits, NativeSessions(max_sessions), runner)
+    # One content-addressed index for both dialects: token blocks and a client's block ids
+    # hash apart, so they never match each other, and chain ids stay unique.
+    prefixes = PrefixSessions(block_tokens, max_sessions)
+    runner.on_end(lambda spec: prefixes.release(spec.session))
+    openai = OpenAIApi(limits, prefixes, runner)
+    agent = AgentApi(limits, NativeSessions(max_sessions), runner, prefixes)
 
     app = web.Application(
         client_max_size=MAX_BODY_BYTES,

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from dualpath.blocks.chain import Fork
+
 
 @dataclass(frozen=True, slots=True)
 class TurnSpec:
@@ -17,6 +19,7 @@ class TurnSpec:
     turn: int  # turn index within the session, from 0
     prompt_tokens: int  # whole prompt (context + append), >= 1
     gen_tokens: int  # tokens to generate, >= 1
+    lineage: tuple[Fork, ...] = ()  # the chain's forks (shared prefixes), root first
 
 
 @dataclass(frozen=True, slots=True)

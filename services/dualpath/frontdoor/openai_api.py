@@ -16,7 +16,7 @@ from dualpath.frontdoor import params
 from dualpath.frontdoor.backend import TurnSpec
 from dualpath.frontdoor.errors import bad_param
 from dualpath.frontdoor.openai_shapes import Shape
-from dualpath.frontdoor.sessions import PrefixSessions
+from dualpath.frontdoor.sessions import PrefixSessions, block_hashes
 from dualpath.frontdoor.sse import stream_turn
 from dualpath.frontdoor.tokenizer import (
     MAX_TOKEN_ID,
@@ -83,13 +83,13 @@ class OpenAIApi:
     ) -> web.StreamResponse:
         stream = params.opt_bool(body, "stream")
         usage = params.include_usage(body)
-        key = params.affinity(request, body)
+        params.affinity(request, body)  # validated; a routing hint only (content decides)
         self._check_length(ids, "messages" if chat else "prompt")
-        # Front-door admission before resolve, so our own 429 does not advance the session
-        # (a backend refusal later still does: that session's next turn index skips one).
+        # Front-door admission before placing, so our own 429 does not advance a chain
+        # (a backend refusal later still does: that chain's next turn index skips one).
         self._runner.check_capacity()
-        session, turn = self._sessions.resolve(key, ids)
-        spec = TurnSpec(session=session, turn=turn, prompt_tokens=len(ids), gen_tokens=gen)
+        place = self._sessions.place(block_hashes(ids, self._limits.block_tokens))
+        spec = TurnSpec(place.session, place.turn, len(ids), gen, place.lineage)
         seed = seed_of(ids)
         prefix = "chatcmpl" if chat else "cmpl"
         shape = Shape(

@@ -50,11 +50,17 @@ class TurnRunner:
         self._metrics = metrics
         self.max_inflight = max_inflight
         self._inflight = 0
-        self._tasks: set[asyncio.Task[TurnResult]] = set()  # strong refs: tasks are detached
+        # strong refs (tasks are detached) and what each runs, for the end listeners
+        self._tasks: dict[asyncio.Task[TurnResult], TurnSpec] = {}
+        self._end_listeners: list[Callable[[TurnSpec], None]] = []
 
     @property
     def inflight(self) -> int:
         return self._inflight
+
+    def on_end(self, listener: Callable[[TurnSpec], None]) -> None:
+        """Call `listener(spec)` when a turn ends, however it ends (done, failed, cancelled)."""
+        self._end_listeners.append(listener)
 
     def check_capacity(self) -> None:
         if self._inflight >= self.max_inflight:
@@ -68,7 +74,7 @@ class TurnRunner:
         self._inflight += 1
         self._metrics.running.inc()
         task = asyncio.create_task(self._run(spec, first_token))
-        self._tasks.add(task)
+        self._tasks[task] = spec
         task.add_done_callback(self._finished)
         return task
 
@@ -93,7 +99,9 @@ class TurnRunner:
         return result
 
     def _finished(self, task: asyncio.Task[TurnResult]) -> None:
-        self._tasks.discard(task)
+        spec = self._tasks.pop(task)
+        for listener in self._end_listeners:
+            listener(spec)
         self._inflight -= 1
         self._metrics.running.dec()
         if task.cancelled():

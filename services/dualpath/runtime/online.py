@@ -21,13 +21,14 @@ from dualpath.runtime.sim import (
     Progress,
     RequestIds,
     SimOutcome,
-    make_trajectories,
+    make_workload,
     run_agent,
     run_virtual_loop,
     running,
     until_done_or_fatal,
 )
-from dualpath.workload import Trajectory, online_arrivals
+from dualpath.workload import online_arrivals
+from dualpath.workload.script import AgentScript, Workload
 
 
 def stop_rule(sc: Scenario) -> StopRule:
@@ -74,27 +75,27 @@ class _Session:
             self.stop_time = now
 
 
-async def _agent(s: _Session, traj: Trajectory, ids: RequestIds, think: float) -> None:
-    await run_agent(s.cluster, traj, ids, lambda: None, think_time_s=think, keep_going=s.keep_going)
+async def _agent(s: _Session, script: AgentScript, ids: RequestIds) -> None:
+    await run_agent(s.cluster, script, ids, lambda: None, keep_going=s.keep_going)
     s.finished += 1
 
 
 async def _drive(
-    s: _Session, sc: Scenario, trajs: list[Trajectory], progress: Progress | None
+    s: _Session, sc: Scenario, scripts: tuple[AgentScript, ...], progress: Progress | None
 ) -> None:
     clock, o = s.cluster.clock, sc.online
     ids = RequestIds()
-    arrivals = iter(zip(online_arrivals(o.aps, len(trajs), sc.seed), trajs, strict=True))
-    t_next, traj = next(arrivals)
+    arrivals = iter(zip(online_arrivals(o.aps, len(scripts), sc.seed), scripts, strict=True))
+    t_next, script = next(arrivals)
     next_check = o.check_interval_s
     while s.reason is None:
         if t_next <= next_check:
             await clock.sleep_until(t_next)
-            task = asyncio.get_running_loop().create_task(_agent(s, traj, ids, o.think_time_s))
+            task = asyncio.get_running_loop().create_task(_agent(s, script, ids))
             s.tasks.add(task)
             task.add_done_callback(s.tasks.discard)
             s.arrived += 1
-            t_next, traj = next(arrivals, (math.inf, traj))
+            t_next, script = next(arrivals, (math.inf, script))
             continue
         await clock.sleep_until(next_check)
         s.check(next_check)
@@ -106,11 +107,11 @@ async def _drive(
 
 
 async def _online(
-    clock: VirtualClock, sc: Scenario, trajs: list[Trajectory], progress: Progress | None
+    clock: VirtualClock, sc: Scenario, workload: Workload, progress: Progress | None
 ) -> tuple[Cluster, _Session]:
-    async with running(sc, clock, trajs) as cluster:
+    async with running(sc, clock, workload) as cluster:
         session = _Session(cluster, stop_rule(sc))
-        drive = asyncio.ensure_future(_drive(session, sc, trajs, progress))
+        drive = asyncio.ensure_future(_drive(session, sc, workload.scripts, progress))
         try:
             await until_done_or_fatal(cluster, drive)
         finally:
@@ -122,9 +123,9 @@ async def _online(
 
 def run_online(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
     """Serve Poisson-arriving agents until the stop rule fires; latencies of the last window."""
-    trajs = make_trajectories(sc, agents_needed(sc))
+    workload = make_workload(sc, agents_needed(sc))
     t0 = time.perf_counter()
-    cluster, s = run_virtual_loop(lambda clock: _online(clock, sc, trajs, progress))
+    cluster, s = run_virtual_loop(lambda clock: _online(clock, sc, workload, progress))
     end = cluster.clock.now()
     cluster.metrics.end_time = end
     online = online_section(
@@ -137,4 +138,4 @@ def run_online(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
         agents_finished=s.finished,
     )
     online["drain_s"] = end - s.stop_time
-    return SimOutcome(cluster, end, time.perf_counter() - t0, trajs, online)
+    return SimOutcome(cluster, end, time.perf_counter() - t0, workload, online)

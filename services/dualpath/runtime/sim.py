@@ -19,6 +19,8 @@ from dualpath.engines.request import Request
 from dualpath.report.build import build_report
 from dualpath.runtime.cluster import Cluster, build_cluster
 from dualpath.workload import Trajectory, parse_max_len, synthetic_trajectories
+from dualpath.workload.script import AgentScript, Workload
+from dualpath.workload.sources import build_workload
 
 Progress = Callable[[int, int], None]  # (done, total): turns offline, emulated s online
 
@@ -28,7 +30,7 @@ class SimOutcome:
     cluster: Cluster
     jct_s: float
     wall_s: float
-    trajectories: list[Trajectory]
+    workload: Workload
     online: dict[str, Any] | None = None
 
 
@@ -39,15 +41,19 @@ def make_trajectories(sc: Scenario, n_agents: int | None = None) -> list[Traject
     )
 
 
-def mean_shape(trajs: Sequence[Trajectory]) -> tuple[int, int]:
+def make_workload(sc: Scenario, n_agents: int | None = None) -> Workload:
+    """The scenario's agent scripts: synthetic (Table 2) or a trace (`workload.source`)."""
+    return build_workload(sc, n_agents)
+
+
+def mean_shape(scripts: Sequence[AgentScript]) -> tuple[int, int]:
     """Mean prompt context and mean append per request: the shape β is profiled at."""
     n = ctx_sum = app_sum = 0
-    for t in trajs:
-        context = 0
-        for turn in t.turns:
-            ctx_sum += context
-            app_sum += turn.append
-            context += int(turn.append) + int(turn.gen)
+    for script in scripts:
+        for turn in script.turns:
+            append = min(turn.append, turn.prompt)
+            ctx_sum += turn.prompt - append
+            app_sum += append
             n += 1
     return (ctx_sum // max(1, n), app_sum // max(1, n))
 
@@ -63,43 +69,61 @@ class RequestIds:
 
 async def run_agent(
     cluster: Cluster,
-    traj: Trajectory,
+    script: AgentScript,
     next_rid: Callable[[], int],
     on_turn: Callable[[], None],
     *,
-    think_time_s: float = 0.0,
+    think_time_s: float | None = None,
     keep_going: Callable[[], bool] = lambda: True,
 ) -> None:
-    """Replay one trajectory: each turn's prompt is the whole context so far plus its append."""
-    loop = asyncio.get_running_loop()
-    context = 0
-    for i, turn in enumerate(traj.turns):
-        if i and think_time_s > 0:
-            await cluster.clock.sleep(think_time_s)
+    """Replay one session turn by turn, each after the previous one's last token and its
+    think time (the script's, or `think_time_s` when given)."""
+    for i, turn in enumerate(script.turns):
+        think = turn.think_s if think_time_s is None else think_time_s
+        if i and think > 0:
+            await cluster.clock.sleep(think)
         if not keep_going():
             return
-        req = Request(
-            rid=next_rid(),
-            session=traj.agent_id,
-            turn=i,
-            prompt=context + int(turn.append),
-            gen=int(turn.gen),
-            arrival=cluster.clock.now(),
-            done=loop.create_future(),
-        )
-        cluster.scheduler.submit(req)
-        await req.done
+        await submit_turn(cluster, script, i, next_rid())
         on_turn()
-        context += int(turn.append) + int(turn.gen)
+
+
+async def submit_turn(cluster: Cluster, script: AgentScript, i: int, rid: int) -> None:
+    """One turn as a request on its KV chain; returns when its last token is out."""
+    turn = script.turns[i]
+    req = Request(
+        rid=rid,
+        session=turn.chain,
+        turn=i,
+        prompt=turn.prompt,
+        gen=turn.gen,
+        arrival=cluster.clock.now(),
+        done=asyncio.get_running_loop().create_future(),
+    )
+    cluster.scheduler.submit(req)
+    await req.done
+
+
+async def run_open_loop(
+    cluster: Cluster, script: AgentScript, next_rid: Callable[[], int], on_turn: Callable[[], None]
+) -> None:
+    """Open-loop replay: every turn at its own trace time, whether or not the one before it
+    has finished (what a trace's timestamps say, not what the cluster allows)."""
+
+    async def one(i: int) -> None:
+        await cluster.clock.sleep_until(script.turns[i].at_s)
+        await submit_turn(cluster, script, i, next_rid())
+        on_turn()
+
+    await asyncio.gather(*(one(i) for i in range(len(script.turns))))
 
 
 @asynccontextmanager
-async def running(
-    sc: Scenario, clock: VirtualClock, trajs: Sequence[Trajectory]
-) -> AsyncIterator[Cluster]:
+async def running(sc: Scenario, clock: VirtualClock, workload: Workload) -> AsyncIterator[Cluster]:
     """Build the cluster, start its engines, and make any failure end the run loudly."""
-    ctx, app = mean_shape(trajs)
+    ctx, app = mean_shape(workload.scripts)
     cluster = build_cluster(sc, clock, ctx, app)
+    cluster.scheduler.ctx.chains.declare_all(workload.forks)  # shared prefixes of a trace
     loop = asyncio.get_running_loop()
     fatal = cluster.scheduler.fatal
 
@@ -136,10 +160,10 @@ async def until_done_or_fatal(cluster: Cluster, work: asyncio.Future[Any]) -> No
 
 
 async def _offline(
-    clock: VirtualClock, sc: Scenario, trajs: list[Trajectory], progress: Progress | None
+    clock: VirtualClock, sc: Scenario, workload: Workload, progress: Progress | None
 ) -> tuple[Cluster, float]:
-    async with running(sc, clock, trajs) as cluster:
-        total = sum(len(t.turns) for t in trajs)
+    async with running(sc, clock, workload) as cluster:
+        total = sum(len(s.turns) for s in workload.scripts)
         done = 0
 
         def on_turn() -> None:
@@ -149,9 +173,25 @@ async def _offline(
                 progress(done, total)
 
         ids = RequestIds()
-        agents = asyncio.gather(*(run_agent(cluster, t, ids, on_turn) for t in trajs))
+        agents = asyncio.gather(*(_replay(sc, cluster, s, ids, on_turn) for s in workload.scripts))
         await until_done_or_fatal(cluster, agents)
         return cluster, clock.now()
+
+
+async def _replay(
+    sc: Scenario,
+    cluster: Cluster,
+    script: AgentScript,
+    ids: RequestIds,
+    on_turn: Callable[[], None],
+) -> None:
+    """Offline: a session starts at its `start_s` (0 for synthetic agents: all together)."""
+    if sc.workload.replay == "open-loop":
+        await run_open_loop(cluster, script, ids, on_turn)
+        return
+    if script.start_s > 0:
+        await cluster.clock.sleep_until(script.start_s)
+    await run_agent(cluster, script, ids, on_turn)
 
 
 T = TypeVar("T")
@@ -176,11 +216,11 @@ def run_virtual_loop(main: Callable[[VirtualClock], Coroutine[Any, Any, T]]) -> 
 
 def run_offline(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
     """N agents start together and run their whole trajectories; JCT when all finish."""
-    trajs = make_trajectories(sc)
+    workload = make_workload(sc)
     t0 = time.perf_counter()
-    cluster, jct = run_virtual_loop(lambda clock: _offline(clock, sc, trajs, progress))
+    cluster, jct = run_virtual_loop(lambda clock: _offline(clock, sc, workload, progress))
     cluster.metrics.end_time = jct
-    return SimOutcome(cluster, jct, time.perf_counter() - t0, trajs)
+    return SimOutcome(cluster, jct, time.perf_counter() - t0, workload)
 
 
 def simulate(sc: Scenario, progress: Progress | None = None) -> dict[str, Any]:

@@ -110,7 +110,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
     def _prefilled(self, req: Request) -> None:
         assert req.de is not None and self.peers is not None
         stub = self.peers.node(req.de.node.name)
-        msg = request_to_wire(req)
+        msg = request_to_wire(req, self.ctx.chains)
         self._spawn(self._call(stub.Receive(msg, timeout=self.opts.transfer_deadline())))
 
     async def _call(self, call: Any) -> None:
@@ -175,7 +175,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         return node_pb2.Ack()
 
     def _rebuild(self, msg: node_pb2.TurnRequest) -> Request:
-        return request_from_wire(msg, self.engines)
+        return request_from_wire(msg, self.engines, self.ctx.chains)
 
     async def Stats(  # noqa: N802
         self, request: kv_pb2.StatsRequest, context: Ctx

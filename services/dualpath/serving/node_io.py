@@ -38,7 +38,7 @@ class NodeIo:
         node = self.shell.node_hw
         if request.reserve_bytes > 0:
             await node.buffer.acquire(request.reserve_bytes)
-        rng = range_from_wire(request.range)
+        rng = range_from_wire(request.range, self.ctx.chains)
         if rng.stop == rng.start:
             return node_pb2.ReadKvReply()
         ctx = self.ctx
@@ -136,7 +136,7 @@ class RemoteDecodeUnit(DecodeUnit):
             local = asyncio.ensure_future(charge(ctx.hw.fabric, hops, nbytes, ctx.vl.kv_vl))
         size = payload.payload_size(nbytes, shell.opts.real_payload)
         msg = kv_pb2.WriteBlocksRequest(
-            ranges=[range_to_wire(r) for r in ranges],
+            ranges=[range_to_wire(r, ctx.chains) for r in ranges],
             digests=[ctx.chains.expected_digest(r) for r in ranges],
             nbytes=nbytes,
             vl=ctx.vl.kv_vl,

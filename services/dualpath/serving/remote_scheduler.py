@@ -18,7 +18,7 @@ from dualpath.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Peers
-from dualpath.serving.wire import range_to_wire, request_to_wire
+from dualpath.serving.wire import lineage_to_wire, range_to_wire, request_to_wire
 
 
 class Stages:
@@ -76,7 +76,10 @@ class RemoteScheduler(GlobalScheduler):
         assert pe is not None and de is not None and peers is not None
         bt = ctx.engine.block_tokens
         lookup = await peers.storage().Lookup(
-            kv_pb2.LookupRequest(sessions=[req.session]), timeout=self.opts.rpc_timeout_s
+            kv_pb2.LookupRequest(
+                sessions=[req.session], lineage=lineage_to_wire(ctx.chains, req.session)
+            ),
+            timeout=self.opts.rpc_timeout_s,
         )
         hit_blocks = min(int(lookup.prefix_blocks[0]), (req.prompt - 1) // bt)
         req.hit = req.computed = hit_blocks * bt
@@ -100,7 +103,7 @@ class RemoteScheduler(GlobalScheduler):
         req.t_read_done = ctx.clock.now()
         self._account_read(req, reply, hit_blocks, nbytes)
         await peers.node(pe.node.name).Enqueue(
-            request_to_wire(req), timeout=self.opts.rpc_timeout_s
+            request_to_wire(req, ctx.chains), timeout=self.opts.rpc_timeout_s
         )
 
     async def _read_kv(
@@ -110,7 +113,7 @@ class RemoteScheduler(GlobalScheduler):
         msg = node_pb2.ReadKvRequest(
             request_id=req.rid,
             reserve_bytes=reserve,
-            range=range_to_wire(rng),
+            range=range_to_wire(rng, self.ctx.chains),
             target=self._target(req, rng.stop) if rng.stop else 0,
             nbytes=nbytes,
             vl=self.ctx.vl.kv_vl,

@@ -114,6 +114,10 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             raise BackendUnavailable("the cluster is not serving (starting, stopping or failed)")
         if len(self.sched.inflight) >= self.opts.max_inflight:
             raise BackendBusy(f"{len(self.sched.inflight)} turns in flight; retry later")
+        try:
+            self.sched.ctx.chains.declare_all(spec.lineage)  # a prefix shared by content
+        except ValueError as exc:
+            raise BadTurn(f"inconsistent prefix lineage: {exc}") from None
         req = Request(
             rid=next(self._rids),
             session=spec.session,

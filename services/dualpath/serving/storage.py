@@ -16,6 +16,7 @@ import grpc
 import redis.asyncio as aioredis
 
 from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
+from dualpath.blocks.chain import Fork
 from dualpath.config.settings import Scenario
 from dualpath.control import BlockIndex, EventLog
 from dualpath.core.clock import RealClock
@@ -27,7 +28,7 @@ from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Ctx
 from dualpath.serving.service import ServiceShell
 from dualpath.serving.stats import base_stats, pack
-from dualpath.serving.wire import range_from_wire
+from dualpath.serving.wire import declare_from_wire, range_from_wire
 from dualpath.serving.world import World, build_world
 
 
@@ -66,15 +67,19 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
         self.store = self.ctx.store
         self.index = index
         self._dirty: dict[int, int] = {}
+        self._new_forks: set[tuple[int, int, int]] = set()
         self._flusher: asyncio.Task[None] | None = None
         self.restored_blocks = 0
         self.writes = 0
 
     async def restore(self) -> None:
         """Reload the block index: a restarted store loses no persisted block."""
+        chains = self.ctx.chains
+        for session, parent, at in await self.index.load_forks():
+            chains.declare(Fork(session, parent, at))
         for session, n in sorted((await self.index.load()).items()):
-            rng = BlockRange(session, 0, n)
-            self.restored_blocks += self.store.persist(rng, self.ctx.chains.expected_digest(rng))
+            rng = BlockRange(session, self.store.own_end(session), n)  # the chain's own run
+            self.restored_blocks += self.store.persist(rng, chains.expected_digest(rng))
         self._flusher = asyncio.create_task(self._flush_index())
 
     def add_to(self, server: grpc.aio.Server) -> None:
@@ -84,7 +89,10 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
     async def Read(  # noqa: N802 (gRPC method name)
         self, request: kv_pb2.ReadBlocksRequest, context: Ctx
     ) -> AsyncIterator[kv_pb2.BlockChunk]:
-        rng = range_from_wire(request.range)
+        try:
+            rng = range_from_wire(request.range, self.ctx.chains)
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         hw = self.ctx.hw
         link = hw.targets[request.target] if hw.targets else hw.storage_read
         if not self.ctx.policy.oracle:
@@ -112,7 +120,7 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
         added = 0
         try:
             for msg, digest in zip(request.ranges, request.digests, strict=True):
-                rng = range_from_wire(msg)
+                rng = range_from_wire(msg, self.ctx.chains)
                 added += self._persist(rng, int(digest))
         except (BlockCorrupted, ValueError) as exc:
             await context.abort(grpc.StatusCode.DATA_LOSS, str(exc))
@@ -125,8 +133,11 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
         integ.blocks_persisted += added
         integ.bytes_persisted += added * self.ctx.full_block_bytes
         if added:
+            for part in self.ctx.chains.owner_ranges(rng):  # the index records owners' runs
+                self._dirty[part.session] = self.store.own_end(part.session)
+            lineage = self.ctx.chains.lineage(rng.session)
+            self._new_forks.update((f.session, f.parent, f.at) for f in lineage)
             prefix = self.store.prefix_blocks(rng.session)
-            self._dirty[rng.session] = prefix
             self.events.emit("persisted", self.ctx.clock.now(), session=rng.session, prefix=prefix)
             faults = self.ctx.faults
             if faults.corrupt_left > 0:  # detector self-test (`faults.corrupt_blocks`)
@@ -137,6 +148,10 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
     async def Lookup(  # noqa: N802
         self, request: kv_pb2.LookupRequest, context: Ctx
     ) -> kv_pb2.LookupReply:
+        try:
+            declare_from_wire(self.ctx.chains, request.lineage)
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return kv_pb2.LookupReply(
             prefix_blocks=[self.store.prefix_blocks(s) for s in request.sessions]
         )
@@ -164,6 +179,9 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
             await self.flush_index()
 
     async def flush_index(self) -> None:
+        if self._new_forks:  # forks first: a reloaded run needs its chain's lineage
+            forks, self._new_forks = sorted(self._new_forks), set()
+            await self.index.record_forks(forks)
         if self._dirty:
             items, self._dirty = list(self._dirty.items()), {}
             await self.index.record_many(items)

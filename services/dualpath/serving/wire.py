@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
-from dualpath.blocks import BlockRange
+from dualpath.blocks import BlockRange, ChainRegistry
+from dualpath.blocks.chain import Fork
 from dualpath.engines.request import EngineState, ReadPath, Request
 from dualpath.rpc.v1 import kv_pb2, node_pb2
 
@@ -12,17 +14,37 @@ _PATH_TO_WIRE = {ReadPath.PE: node_pb2.READ_PATH_PE, ReadPath.DE: node_pb2.READ_
 _PATH_FROM_WIRE = {v: k for k, v in _PATH_TO_WIRE.items()}
 
 
-def range_to_wire(rng: BlockRange) -> kv_pb2.BlockRange:
-    return kv_pb2.BlockRange(session=rng.session, start=rng.start, stop=rng.stop)
+def lineage_to_wire(chains: ChainRegistry, session: int) -> list[kv_pb2.Fork]:
+    """The session's forks, root first: what a receiver needs to compute its digests."""
+    return [
+        kv_pb2.Fork(session=f.session, parent=f.parent, at=f.at) for f in chains.lineage(session)
+    ]
 
 
-def range_from_wire(msg: kv_pb2.BlockRange) -> BlockRange:
+def declare_from_wire(chains: ChainRegistry, lineage: Iterable[kv_pb2.Fork]) -> None:
+    """Declare received forks here (idempotent; a conflicting one raises ValueError)."""
+    for f in lineage:
+        chains.declare(Fork(int(f.session), int(f.parent), int(f.at)))
+
+
+def range_to_wire(rng: BlockRange, chains: ChainRegistry) -> kv_pb2.BlockRange:
+    return kv_pb2.BlockRange(
+        session=rng.session,
+        start=rng.start,
+        stop=rng.stop,
+        lineage=lineage_to_wire(chains, rng.session),
+    )
+
+
+def range_from_wire(msg: kv_pb2.BlockRange, chains: ChainRegistry) -> BlockRange:
+    declare_from_wire(chains, msg.lineage)
     return BlockRange(int(msg.session), int(msg.start), int(msg.stop))
 
 
-def request_to_wire(req: Request) -> node_pb2.TurnRequest:
+def request_to_wire(req: Request, chains: ChainRegistry) -> node_pb2.TurnRequest:
     assert req.pe is not None and req.de is not None
     return node_pb2.TurnRequest(
+        lineage=lineage_to_wire(chains, req.session),
         rid=req.rid,
         session=req.session,
         turn=req.turn,
@@ -45,8 +67,11 @@ def request_to_wire(req: Request) -> node_pb2.TurnRequest:
     )
 
 
-def request_from_wire(msg: node_pb2.TurnRequest, engines: dict[str, EngineState]) -> Request:
+def request_from_wire(
+    msg: node_pb2.TurnRequest, engines: dict[str, EngineState], chains: ChainRegistry
+) -> Request:
     """Rebuild a request in this process, pointing at this process's engine objects."""
+    declare_from_wire(chains, msg.lineage)
     for eid in (msg.pe, msg.de):
         if eid not in engines:
             raise ValueError(f"request {msg.rid}: unknown engine {eid!r} (different scenario?)")

@@ -8,7 +8,7 @@ from dualpath.config.settings import Scenario
 from dualpath.core.clock import Clock
 from dualpath.links import Link
 from dualpath.runtime.cluster import Cluster, build_cluster
-from dualpath.runtime.sim import make_trajectories, mean_shape
+from dualpath.runtime.sim import make_workload, mean_shape
 from dualpath.serving.mover import owner_of
 
 
@@ -24,7 +24,7 @@ class World:
 def build_world(sc: Scenario, clock: Clock, me: str) -> World:
     """The limits (α, β) depend on the scenario's workload shape, as in `dualpath sim`, so
     every process derives the same ones."""
-    ctx, app = mean_shape(make_trajectories(sc))
+    ctx, app = mean_shape(make_workload(sc).scripts)
     cluster = build_cluster(sc, clock, ctx, app)
     if me != "scheduler":
         cluster.scheduler.stop()  # only the scheduler process schedules

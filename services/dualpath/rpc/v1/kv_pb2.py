@@ -24,37 +24,39 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x64ualpath/rpc/v1/kv.proto\x12\x0f\x64ualpath.rpc.v1\":\n\nBlockRange\x12\x0f\n\x07session\x18\x01 \x01(\x04\x12\r\n\x05start\x18\x02 \x01(\r\x12\x0c\n\x04stop\x18\x03 \x01(\r\")\n\x07Payload\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x10\n\x08\x63hecksum\x18\x02 \x01(\x04\"e\n\rChargeRequest\x12\r\n\x05links\x18\x01 \x03(\t\x12\x0e\n\x06nbytes\x18\x02 \x01(\x01\x12\n\n\x02vl\x18\x03 \x01(\r\x12)\n\x07payload\x18\x04 \x01(\x0b\x32\x18.dualpath.rpc.v1.Payload\" \n\x0b\x43hargeReply\x12\x11\n\tdone_at_s\x18\x01 \x01(\x01\"\x96\x01\n\x11ReadBlocksRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12*\n\x05range\x18\x02 \x01(\x0b\x32\x1b.dualpath.rpc.v1.BlockRange\x12\x0e\n\x06target\x18\x03 \x01(\r\x12\x0e\n\x06nbytes\x18\x04 \x01(\x01\x12\n\n\x02vl\x18\x05 \x01(\r\x12\x15\n\rpayload_scale\x18\x06 \x01(\x01\"U\n\nBlockChunk\x12\x0e\n\x06\x64igest\x18\x01 \x01(\x04\x12)\n\x07payload\x18\x02 \x01(\x0b\x32\x18.dualpath.rpc.v1.Payload\x12\x0c\n\x04last\x18\x03 \x01(\x08\"\x99\x01\n\x12WriteBlocksRequest\x12+\n\x06ranges\x18\x01 \x03(\x0b\x32\x1b.dualpath.rpc.v1.BlockRange\x12\x0f\n\x07\x64igests\x18\x02 \x03(\x04\x12\x0e\n\x06nbytes\x18\x03 \x01(\x01\x12\n\n\x02vl\x18\x04 \x01(\r\x12)\n\x07payload\x18\x05 \x01(\x0b\x32\x18.dualpath.rpc.v1.Payload\"1\n\x10WriteBlocksReply\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\r\x12\x0e\n\x06parked\x18\x02 \x01(\r\"!\n\rLookupRequest\x12\x10\n\x08sessions\x18\x01 \x03(\x04\"$\n\x0bLookupReply\x12\x15\n\rprefix_blocks\x18\x01 \x03(\r\"\x0e\n\x0cStatsRequest\"\x1d\n\nStatsReply\x12\x0f\n\x07msgpack\x18\x01 \x01(\x0c\x32\xfd\x02\n\nBlockStore\x12I\n\x04Read\x12\".dualpath.rpc.v1.ReadBlocksRequest\x1a\x1b.dualpath.rpc.v1.BlockChunk0\x01\x12O\n\x05Write\x12#.dualpath.rpc.v1.WriteBlocksRequest\x1a!.dualpath.rpc.v1.WriteBlocksReply\x12\x46\n\x06Lookup\x12\x1e.dualpath.rpc.v1.LookupRequest\x1a\x1c.dualpath.rpc.v1.LookupReply\x12\x46\n\x06\x43harge\x12\x1e.dualpath.rpc.v1.ChargeRequest\x1a\x1c.dualpath.rpc.v1.ChargeReply\x12\x43\n\x05Stats\x12\x1d.dualpath.rpc.v1.StatsRequest\x1a\x1b.dualpath.rpc.v1.StatsReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x64ualpath/rpc/v1/kv.proto\x12\x0f\x64ualpath.rpc.v1\"3\n\x04\x46ork\x12\x0f\n\x07session\x18\x01 \x01(\x04\x12\x0e\n\x06parent\x18\x02 \x01(\x04\x12\n\n\x02\x61t\x18\x03 \x01(\r\"b\n\nBlockRange\x12\x0f\n\x07session\x18\x01 \x01(\x04\x12\r\n\x05start\x18\x02 \x01(\r\x12\x0c\n\x04stop\x18\x03 \x01(\r\x12&\n\x07lineage\x18\x04 \x03(\x0b\x32\x15.dualpath.rpc.v1.Fork\")\n\x07Payload\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x10\n\x08\x63hecksum\x18\x02 \x01(\x04\"e\n\rChargeRequest\x12\r\n\x05links\x18\x01 \x03(\t\x12\x0e\n\x06nbytes\x18\x02 \x01(\x01\x12\n\n\x02vl\x18\x03 \x01(\r\x12)\n\x07payload\x18\x04 \x01(\x0b\x32\x18.dualpath.rpc.v1.Payload\" \n\x0b\x43hargeReply\x12\x11\n\tdone_at_s\x18\x01 \x01(\x01\"\x96\x01\n\x11ReadBlocksRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12*\n\x05range\x18\x02 \x01(\x0b\x32\x1b.dualpath.rpc.v1.BlockRange\x12\x0e\n\x06target\x18\x03 \x01(\r\x12\x0e\n\x06nbytes\x18\x04 \x01(\x01\x12\n\n\x02vl\x18\x05 \x01(\r\x12\x15\n\rpayload_scale\x18\x06 \x01(\x01\"U\n\nBlockChunk\x12\x0e\n\x06\x64igest\x18\x01 \x01(\x04\x12)\n\x07payload\x18\x02 \x01(\x0b\x32\x18.dualpath.rpc.v1.Payload\x12\x0c\n\x04last\x18\x03 \x01(\x08\"\x99\x01\n\x12WriteBlocksRequest\x12+\n\x06ranges\x18\x01 \x03(\x0b\x32\x1b.dualpath.rpc.v1.BlockRange\x12\x0f\n\x07\x64igests\x18\x02 \x03(\x04\x12\x0e\n\x06nbytes\x18\x03 \x01(\x01\x12\n\n\x02vl\x18\x04 \x01(\r\x12)\n\x07payload\x18\x05 \x01(\x0b\x32\x18.dualpath.rpc.v1.Payload\"1\n\x10WriteBlocksReply\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\r\x12\x0e\n\x06parked\x18\x02 \x01(\r\"I\n\rLookupRequest\x12\x10\n\x08sessions\x18\x01 \x03(\x04\x12&\n\x07lineage\x18\x02 \x03(\x0b\x32\x15.dualpath.rpc.v1.Fork\"$\n\x0bLookupReply\x12\x15\n\rprefix_blocks\x18\x01 \x03(\r\"\x0e\n\x0cStatsRequest\"\x1d\n\nStatsReply\x12\x0f\n\x07msgpack\x18\x01 \x01(\x0c\x32\xfd\x02\n\nBlockStore\x12I\n\x04Read\x12\".dualpath.rpc.v1.ReadBlocksRequest\x1a\x1b.dualpath.rpc.v1.BlockChunk0\x01\x12O\n\x05Write\x12#.dualpath.rpc.v1.WriteBlocksRequest\x1a!.dualpath.rpc.v1.WriteBlocksReply\x12\x46\n\x06Lookup\x12\x1e.dualpath.rpc.v1.LookupRequest\x1a\x1c.dualpath.rpc.v1.LookupReply\x12\x46\n\x06\x43harge\x12\x1e.dualpath.rpc.v1.ChargeRequest\x1a\x1c.dualpath.rpc.v1.ChargeReply\x12\x43\n\x05Stats\x12\x1d.dualpath.rpc.v1.StatsRequest\x1a\x1b.dualpath.rpc.v1.StatsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dualpath.rpc.v1.kv_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_BLOCKRANGE']._serialized_start=45
-  _globals['_BLOCKRANGE']._serialized_end=103
-  _globals['_PAYLOAD']._serialized_start=105
-  _globals['_PAYLOAD']._serialized_end=146
-  _globals['_CHARGEREQUEST']._serialized_start=148
-  _globals['_CHARGEREQUEST']._serialized_end=249
-  _globals['_CHARGEREPLY']._serialized_start=251
-  _globals['_CHARGEREPLY']._serialized_end=283
-  _globals['_READBLOCKSREQUEST']._serialized_start=286
-  _globals['_READBLOCKSREQUEST']._serialized_end=436
-  _globals['_BLOCKCHUNK']._serialized_start=438
-  _globals['_BLOCKCHUNK']._serialized_end=523
-  _globals['_WRITEBLOCKSREQUEST']._serialized_start=526
-  _globals['_WRITEBLOCKSREQUEST']._serialized_end=679
-  _globals['_WRITEBLOCKSREPLY']._serialized_start=681
-  _globals['_WRITEBLOCKSREPLY']._serialized_end=730
-  _globals['_LOOKUPREQUEST']._serialized_start=732
-  _globals['_LOOKUPREQUEST']._serialized_end=765
-  _globals['_LOOKUPREPLY']._serialized_start=767
-  _globals['_LOOKUPREPLY']._serialized_end=803
-  _globals['_STATSREQUEST']._serialized_start=805
-  _globals['_STATSREQUEST']._serialized_end=819
-  _globals['_STATSREPLY']._serialized_start=821
-  _globals['_STATSREPLY']._serialized_end=850
-  _globals['_BLOCKSTORE']._serialized_start=853
-  _globals['_BLOCKSTORE']._serialized_end=1234
+  _globals['_FORK']._serialized_start=45
+  _globals['_FORK']._serialized_end=96
+  _globals['_BLOCKRANGE']._serialized_start=98
+  _globals['_BLOCKRANGE']._serialized_end=196
+  _globals['_PAYLOAD']._serialized_start=198
+  _globals['_PAYLOAD']._serialized_end=239
+  _globals['_CHARGEREQUEST']._serialized_start=241
+  _globals['_CHARGEREQUEST']._serialized_end=342
+  _globals['_CHARGEREPLY']._serialized_start=344
+  _globals['_CHARGEREPLY']._serialized_end=376
+  _globals['_READBLOCKSREQUEST']._serialized_start=379
+  _globals['_READBLOCKSREQUEST']._serialized_end=529
+  _globals['_BLOCKCHUNK']._serialized_start=531
+  _globals['_BLOCKCHUNK']._serialized_end=616
+  _globals['_WRITEBLOCKSREQUEST']._serialized_start=619
+  _globals['_WRITEBLOCKSREQUEST']._serialized_end=772
+  _globals['_WRITEBLOCKSREPLY']._serialized_start=774
+  _globals['_WRITEBLOCKSREPLY']._serialized_end=823
+  _globals['_LOOKUPREQUEST']._serialized_start=825
+  _globals['_LOOKUPREQUEST']._serialized_end=898
+  _globals['_LOOKUPREPLY']._serialized_start=900
+  _globals['_LOOKUPREPLY']._serialized_end=936
+  _globals['_STATSREQUEST']._serialized_start=938
+  _globals['_STATSREQUEST']._serialized_end=952
+  _globals['_STATSREPLY']._serialized_start=954
+  _globals['_STATSREPLY']._serialized_end=983
+  _globals['_BLOCKSTORE']._serialized_start=986
+  _globals['_BLOCKSTORE']._serialized_end=1367
 # @@protoc_insertion_point(module_scope)

@@ -6,15 +6,27 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Fork(_message.Message):
+    __slots__ = ("session", "parent", "at")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    session: int
+    parent: int
+    at: int
+    def __init__(self, session: _Optional[int] = ..., parent: _Optional[int] = ..., at: _Optional[int] = ...) -> None: ...
+
 class BlockRange(_message.Message):
-    __slots__ = ("session", "start", "stop")
+    __slots__ = ("session", "start", "stop", "lineage")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     STOP_FIELD_NUMBER: _ClassVar[int]
+    LINEAGE_FIELD_NUMBER: _ClassVar[int]
     session: int
     start: int
     stop: int
-    def __init__(self, session: _Optional[int] = ..., start: _Optional[int] = ..., stop: _Optional[int] = ...) -> None: ...
+    lineage: _containers.RepeatedCompositeFieldContainer[Fork]
+    def __init__(self, session: _Optional[int] = ..., start: _Optional[int] = ..., stop: _Optional[int] = ..., lineage: _Optional[_Iterable[_Union[Fork, _Mapping]]] = ...) -> None: ...
 
 class Payload(_message.Message):
     __slots__ = ("data", "checksum")
@@ -91,10 +103,12 @@ class WriteBlocksReply(_message.Message):
     def __init__(self, added: _Optional[int] = ..., parked: _Optional[int] = ...) -> None: ...
 
 class LookupRequest(_message.Message):
-    __slots__ = ("sessions",)
+    __slots__ = ("sessions", "lineage")
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    LINEAGE_FIELD_NUMBER: _ClassVar[int]
     sessions: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, sessions: _Optional[_Iterable[int]] = ...) -> None: ...
+    lineage: _containers.RepeatedCompositeFieldContainer[Fork]
+    def __init__(self, sessions: _Optional[_Iterable[int]] = ..., lineage: _Optional[_Iterable[_Union[Fork, _Mapping]]] = ...) -> None: ...
 
 class LookupReply(_message.Message):
     __slots__ = ("prefix_blocks",)

@@ -1,8 +1,9 @@
 from dualpath.rpc.v1 import kv_pb2 as _kv_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -17,7 +18,7 @@ READ_PATH_PE: ReadPath
 READ_PATH_DE: ReadPath
 
 class TurnRequest(_message.Message):
-    __slots__ = ("rid", "session", "turn", "prompt", "gen", "arrival", "hit", "pe", "de", "path", "computed", "persisted_blocks", "hbm_bytes", "buffer_bytes", "t_pe", "t_de", "t_read_start", "t_read_done", "t_first")
+    __slots__ = ("rid", "session", "turn", "prompt", "gen", "arrival", "hit", "pe", "de", "path", "computed", "persisted_blocks", "hbm_bytes", "buffer_bytes", "t_pe", "t_de", "t_read_start", "t_read_done", "t_first", "lineage")
     RID_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +38,7 @@ class TurnRequest(_message.Message):
     T_READ_START_FIELD_NUMBER: _ClassVar[int]
     T_READ_DONE_FIELD_NUMBER: _ClassVar[int]
     T_FIRST_FIELD_NUMBER: _ClassVar[int]
+    LINEAGE_FIELD_NUMBER: _ClassVar[int]
     rid: int
     session: int
     turn: int
@@ -56,7 +58,8 @@ class TurnRequest(_message.Message):
     t_read_start: float
     t_read_done: float
     t_first: float
-    def __init__(self, rid: _Optional[int] = ..., session: _Optional[int] = ..., turn: _Optional[int] = ..., prompt: _Optional[int] = ..., gen: _Optional[int] = ..., arrival: _Optional[float] = ..., hit: _Optional[int] = ..., pe: _Optional[str] = ..., de: _Optional[str] = ..., path: _Optional[_Union[ReadPath, str]] = ..., computed: _Optional[int] = ..., persisted_blocks: _Optional[int] = ..., hbm_bytes: _Optional[float] = ..., buffer_bytes: _Optional[float] = ..., t_pe: _Optional[float] = ..., t_de: _Optional[float] = ..., t_read_start: _Optional[float] = ..., t_read_done: _Optional[float] = ..., t_first: _Optional[float] = ...) -> None: ...
+    lineage: _containers.RepeatedCompositeFieldContainer[_kv_pb2.Fork]
+    def __init__(self, rid: _Optional[int] = ..., session: _Optional[int] = ..., turn: _Optional[int] = ..., prompt: _Optional[int] = ..., gen: _Optional[int] = ..., arrival: _Optional[float] = ..., hit: _Optional[int] = ..., pe: _Optional[str] = ..., de: _Optional[str] = ..., path: _Optional[_Union[ReadPath, str]] = ..., computed: _Optional[int] = ..., persisted_blocks: _Optional[int] = ..., hbm_bytes: _Optional[float] = ..., buffer_bytes: _Optional[float] = ..., t_pe: _Optional[float] = ..., t_de: _Optional[float] = ..., t_read_start: _Optional[float] = ..., t_read_done: _Optional[float] = ..., t_first: _Optional[float] = ..., lineage: _Optional[_Iterable[_Union[_kv_pb2.Fork, _Mapping]]] = ...) -> None: ...
 
 class ReadKvRequest(_message.Message):
     __slots__ = ("request_id", "reserve_bytes", "range", "target", "nbytes", "vl")
