@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
@@ -105,6 +105,49 @@ class Workload(_Section):
     max_len: str = Field("64k", description="maximum agent context length: 32k, 48k or 64k")
     append_scale: float = Field(1.0, gt=0)
     gen_scale: float = Field(1.0, gt=0)
+    source: str = Field(
+        "synthetic",
+        description="where the agent scripts come from: synthetic (Table 2), weka or mooncake "
+        "(a trace at `trace`); see docs/traces.md",
+    )
+    trace: str | None = Field(
+        None, description="trace file or folder (required for the trace sources)"
+    )
+    replay: Literal["session", "open-loop"] = Field(
+        "session",
+        description="session: each session's turns in order, after its think times; "
+        "open-loop: every request at its own trace time (trace sources only)",
+    )
+    time_scale: float = Field(
+        1.0, gt=0, allow_inf_nan=False, description="multiplies every trace time (think, arrival)"
+    )
+    trace_sessions: int | None = Field(None, ge=1, description="load only the first N sessions")
+    trace_requests: int | None = Field(
+        None, ge=1, description="load only the first N requests (whole trace, arrival order)"
+    )
+    subagents: bool = Field(
+        True, description="WEKA: merge sub-agent requests into their session by time (or drop)"
+    )
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, v: str) -> str:
+        if v == "synthetic":  # the default: settings load without importing the loaders
+            return v
+        from dualpath.workload.sources import WORKLOAD_SOURCES, known_sources
+
+        if v not in WORKLOAD_SOURCES:
+            raise ValueError(f"unknown workload source {v!r}; known: {known_sources()}")
+        return v
+
+    @model_validator(mode="after")
+    def _trace_given(self) -> Workload:
+        if self.source != "synthetic" and self.trace is None:
+            from dualpath.workload.sources import WORKLOAD_SOURCES
+
+            if WORKLOAD_SOURCES[self.source].needs_trace:
+                raise ValueError(f"source={self.source} needs `trace`: the trace's file or folder")
+        return self
 
 
 class Online(_Section):
