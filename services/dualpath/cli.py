@@ -42,6 +42,11 @@ def _flag_overrides(**flags: Any) -> dict[str, Any]:
         "max_len": "workload.max_len",
         "policy": "policy.name",
         "aps": "online.aps",
+        "trace": "workload.trace",
+        "trace_format": "workload.source",
+        "replay": "workload.replay",
+        "time_scale": "workload.time_scale",
+        "trace_sessions": "workload.trace_sessions",
     }
     out: dict[str, Any] = {}
     for flag, value in flags.items():
@@ -106,6 +111,19 @@ def sim(
         float | None, typer.Option(help="online mode: Poisson agent arrivals per second")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="random seed")] = None,
+    trace: Annotated[
+        str | None, typer.Option(help="replay a trace (file or folder) instead of Table 2 agents")
+    ] = None,
+    trace_format: Annotated[
+        str | None, typer.Option(help="weka or mooncake (default: from the trace's name)")
+    ] = None,
+    replay: Annotated[str | None, typer.Option(help="session (default) or open-loop")] = None,
+    time_scale: Annotated[
+        float | None, typer.Option(help="multiply every trace time (think, arrival)")
+    ] = None,
+    trace_sessions: Annotated[
+        int | None, typer.Option(help="replay only the trace's first N sessions")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="any setting: path.to.key=value")
@@ -115,21 +133,27 @@ def sim(
     """Run a scenario on virtual time (one process) and report JCT, latencies, I/O.
 
     Offline by default (all agents start together, JCT); `--aps X` (or
-    `--set workload.mode=online`) serves Poisson arrivals under the paper's stop rule."""
+    `--set workload.mode=online`) serves Poisson arrivals under the paper's stop rule.
+    `--trace PATH` replays a WEKA or Mooncake trace (docs/traces.md)."""
     from dualpath.blocks import BlockCorrupted, BlockMissing
     from dualpath.engines.capacity import CapacityError
     from dualpath.report.plots import write_png
     from dualpath.report.render import markdown_report, summary_table
     from dualpath.runtime.cluster import TopologyError
     from dualpath.runtime.sim import simulate
+    from dualpath.workload.traces import TraceError, detect_format
 
     flags = _flag_overrides(
         model=model, gpu=gpu, seed=seed, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes,
         gpus_per_node=gpus_per_node, agents=agents, max_len=max_len, policy=policy, aps=aps,
+        trace=trace, trace_format=trace_format, replay=replay, time_scale=time_scale,
+        trace_sessions=trace_sessions,
     )  # fmt: skip
     if aps is not None:
         flags.setdefault("workload", {})["mode"] = "online"
     try:
+        if trace is not None and trace_format is None:
+            flags["workload"]["source"] = detect_format(Path(trace))
         sc = resolve(preset, flags, set_ or [])
         validate(sc)
     except (ConfigError, ValueError) as exc:
@@ -144,7 +168,7 @@ def sim(
                 report = simulate(sc, _progress_hook(progress))
         else:
             report = simulate(sc)
-    except (TopologyError, CapacityError) as exc:
+    except (TopologyError, CapacityError, TraceError) as exc:
         _fail(str(exc))
         return
     except (BlockCorrupted, BlockMissing) as exc:
