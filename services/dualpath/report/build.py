@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dualpath.report.plots import WINDOW_S, snic_series
+from dualpath.workload.script import Workload
+from dualpath.workload.traces import infinite_cache_hit
 
 if TYPE_CHECKING:
     from dualpath.links import Link
@@ -245,3 +247,18 @@ def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
         "integrity": _integrity(cluster),
         "storage": _storage(cluster, jct),
     }
+
+
+def workload_section(workload: Workload) -> dict[str, Any]:
+    """What was replayed; for a trace also its own unbounded-cache hit figure (the ids'
+    longest known prefixes), to set beside the hit the emulated store really gave."""
+    out: dict[str, Any] = {
+        "source": workload.source,
+        "description": workload.description,
+        "sessions": len(workload.scripts),
+        "turns": workload.requests,
+        "shared_prefix_forks": len(workload.forks),
+    }
+    if workload.block_tokens:
+        out["trace_hit_rate"] = infinite_cache_hit(workload).token_ratio
+    return out

@@ -25,8 +25,12 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _offline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     sc = r["scenario"]
+    w = r.get("workload")
+    sessions = w["sessions"] if w is not None else sc["workload"]["agents"]
+    rows = [("workload", w["description"])] if w is not None and w["source"] != "synthetic" else []
     return [
-        ("agents / turns", f"{sc['workload']['agents']} / {r['requests']['completed']}"),
+        *rows,
+        ("agents / turns", f"{sessions} / {r['requests']['completed']}"),
         ("JCT (emulated)", f"{r['jct_s']:.1f} s"),
     ]
 
@@ -51,7 +55,7 @@ def _common_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("TTFT p50/p90/p99", _ms(lat["ttft_s"])),
         ("TTST p50/p90/p99", _ms(lat["ttst_s"])),
         ("TPOT p50/p90/p99", _ms(lat["tpot_s"])),
-        ("hit rate", f"{r['tokens']['hit_rate'] * 100:.1f} %"),
+        ("hit rate", _hit_row(r)),
         ("read path PE / DE", f"{paths['pe']} / {paths['de']}"),
         ("SNIC max/avg", f"{snic['balance_max_over_avg']:.2f}"),
         ("GPU busy P / D", f"{gpu['prefill_busy'] * 100:.0f} % / {gpu['decode_busy'] * 100:.0f} %"),
@@ -120,3 +124,10 @@ def markdown_report(report: dict[str, Any], png_name: str | None = None) -> str:
     for vl, b in cnic["bytes_by_vl"].items():
         lines.append(f"| {vl} | {b / 1e9:.1f} | {cnic['util_by_vl'][vl] * 100:.2f} % |")
     return "\n".join(lines) + "\n"
+
+
+def _hit_row(r: dict[str, Any]) -> str:
+    """The measured hit, and beside it a trace's own unbounded-cache figure when replayed."""
+    row = f"{r['tokens']['hit_rate'] * 100:.1f} %"
+    trace = r.get("workload", {}).get("trace_hit_rate")
+    return row if trace is None else f"{row} (trace, unbounded cache: {trace * 100:.1f} %)"

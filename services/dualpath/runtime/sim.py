@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from dualpath.config.settings import Scenario
 from dualpath.core.clock import VirtualClock, VirtualTimeLoop
 from dualpath.engines.request import Request
-from dualpath.report.build import build_report
+from dualpath.report.build import build_report, workload_section
 from dualpath.runtime.cluster import Cluster, build_cluster
 from dualpath.workload import Trajectory, parse_max_len, synthetic_trajectories
 from dualpath.workload.script import AgentScript, Workload
@@ -232,6 +232,7 @@ def simulate(sc: Scenario, progress: Progress | None = None) -> dict[str, Any]:
     else:
         outcome = run_offline(sc, progress)
     report = build_report(outcome.cluster, outcome.jct_s, outcome.wall_s)
+    report["workload"] = workload_section(outcome.workload)
     if outcome.online is not None:
         report["online"] = outcome.online
     return report
