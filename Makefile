@@ -23,7 +23,7 @@ JOBS ?= 2
 EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
-.PHONY: help install run sim test bench lint proto clean distclean experiments-quick \
+.PHONY: help install run load sim test bench lint proto clean distclean experiments-quick \
 	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity
 
 help: ## list the targets
@@ -44,6 +44,9 @@ run: $(STAMP) ## main job: local cluster (Redis + one process per service) + dem
 	@test -s $(OUT)/report.json || { echo "missing $(OUT)/report.json" >&2; exit 1; }
 	@test -s $(OUT)/report.md || { echo "missing $(OUT)/report.md" >&2; exit 1; }
 	@echo "report: $(OUT)/report.json $(OUT)/report.md"
+
+load: $(STAMP) ## Locust web UI on :8089 driving a local cluster of PRESET (smoke); Ctrl-C stops both -> out/load/
+	$(DUALPATH) load --preset $(PRESET) --speedup $(SPEEDUP) --http-port $(HTTP_PORT) --out $(OUT)/load
 
 sim: $(STAMP) ## the same scenario on virtual time, in one process (fast, deterministic)
 	mkdir -p $(OUT)

@@ -1,4 +1,7 @@
-"""`dualpath up` (serve until Ctrl-C) and `dualpath run` (up + demo workload + report + down)."""
+"""`dualpath up` (serve until Ctrl-C) and `dualpath run` (up + demo workload + report + down).
+
+The demo workload is a headless Locust run (`dualpath.launcher.workload.drive_agents`).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ from dualpath.core.clock import RealClock
 from dualpath.launcher.collect import gather_stats, process_report, read_history
 from dualpath.launcher.local import LocalCluster, UpOptions, local_cluster
 from dualpath.launcher.workload import drive_agents
-from dualpath.runtime.sim import make_trajectories
 
 Progress = Callable[[int, int], None]
 
@@ -75,32 +77,40 @@ def run_workload(sc: Scenario, opts: UpOptions, progress: Progress | None = None
 
 
 def _run_workload(sc: Scenario, opts: UpOptions, progress: Progress | None) -> RunOutcome:
-    trajs = make_trajectories(sc)
-    total = sum(len(t.turns) for t in trajs)
     started = time.perf_counter()
     with local_cluster(sc, opts) as cl:
-        clock = RealClock(opts.dilation, epoch=cl.epoch)
-        done = 0
-
-        def on_turn() -> None:
-            nonlocal done
-            done += 1
-            if progress is not None:
-                progress(done, total)
-
-        async def main() -> tuple[float, float, list[dict[str, Any]]]:
-            t_start = clock.now()
-            w0 = time.perf_counter()
-            await drive_agents(cl.http_addr, trajs, on_turn, opts.run_timeout_s)
-            wall = time.perf_counter() - w0
-            return t_start, wall, await gather_stats(cl.grpc_addrs())
-
-        t_start, wall, services = asyncio.run(main())
-        killed = cl.group.stop(opts.grace_s)  # services flush their event history on SIGTERM
-        history = asyncio.run(read_history(cl.redis_url, cl.run_id))
-    sched = next(s for s in services if s["service"] == "scheduler")
-    t_end = max((row[9] for row in sched["metrics"]["requests"]), default=t_start)
-    extra = {"cluster_wall_s": time.perf_counter() - started, "turns": done, "killed": killed}
-    report = process_report(sc, services, t_start, t_end, wall, extra)
-    report["history"] = history
+        # The same agent driver as `dualpath load`: a headless Locust subprocess on the
+        # cluster's own resolved scenario file (so it replays exactly these scripts).
+        result = drive_agents(
+            cl.http_addr,
+            opts.run_dir / "scenario.yaml",
+            opts.run_dir / "locust",
+            opts.dilation,
+            progress,
+            opts.run_timeout_s,
+            check=cl.group.check_alive,
+        )
+        report = finish_run(sc, cl, started, result.wall_s, result.turns)
     return RunOutcome(report, time.perf_counter() - started)
+
+
+def finish_run(
+    sc: Scenario, cl: LocalCluster, started: float, wall_s: float, turns: int
+) -> dict[str, Any]:
+    """Gather every service's statistics, stop the services (they flush their event history
+    on SIGTERM), check the history and build the report (the contract of `dualpath sim`).
+    `started`: perf_counter() before the cluster started; `wall_s`: the workload's wall time."""
+    t_now = RealClock(cl.opts.dilation, epoch=cl.epoch).now()
+    services = asyncio.run(gather_stats(cl.grpc_addrs()))
+    killed = cl.group.stop(cl.opts.grace_s)
+    history = asyncio.run(read_history(cl.redis_url, cl.run_id))
+    sched = next(s for s in services if s["service"] == "scheduler")
+    rows = sched["metrics"]["requests"]
+    # The workload starts with its first turn's arrival (the load generator's start-up is
+    # not part of the emulated run); row[6] = arrival, row[9] = last token (RequestRecord).
+    t_start = min((row[6] for row in rows), default=t_now)
+    t_end = max((row[9] for row in rows), default=t_start)
+    extra = {"cluster_wall_s": time.perf_counter() - started, "turns": turns, "killed": killed}
+    report = process_report(sc, services, t_start, t_end, wall_s, extra)
+    report["history"] = history
+    return report
