@@ -173,3 +173,17 @@ def test_workload_code_imports_no_async_stack() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_trace_turns_keeps_each_sessions_first_turns() -> None:
+    from dualpath.config.presets import resolve
+    from dualpath.workload.sources import build_workload
+
+    weka = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "weka_claude_code"
+    if not weka.is_dir():
+        pytest.skip(f"no traces at {weka}")
+    sets = ["workload.source=weka", f"workload.trace={weka}", "workload.trace_sessions=2"]
+    whole = build_workload(resolve("smoke", {}, sets))
+    cut = build_workload(resolve("smoke", {}, [*sets, "workload.trace_turns=3"]))
+    assert [s.turns for s in cut.scripts] == [s.turns[:3] for s in whole.scripts]
+    assert "first 3 turns each (6 requests)" in cut.description

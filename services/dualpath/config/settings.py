@@ -125,6 +125,9 @@ class Workload(_Section):
     trace_requests: int | None = Field(
         None, ge=1, description="load only the first N requests (whole trace, arrival order)"
     )
+    trace_turns: int | None = Field(
+        None, ge=1, description="replay only each session's first N turns"
+    )
     subagents: bool = Field(
         True, description="WEKA: merge sub-agent requests into their session by time (or drop)"
     )

@@ -25,7 +25,15 @@ from dataclasses import dataclass, replace
 from dualpath.blocks.chain import Fork
 from dualpath.workload.trajectory import Trajectory
 
-__all__ = ["AgentScript", "Fork", "ScriptTurn", "Workload", "shift_starts", "synthetic_workload"]
+__all__ = [
+    "AgentScript",
+    "Fork",
+    "ScriptTurn",
+    "Workload",
+    "first_turns",
+    "shift_starts",
+    "synthetic_workload",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +137,18 @@ def shift_starts(workload: Workload, starts: Sequence[float]) -> Workload:
         turns = tuple(replace(t, at_s=max(0.0, t.at_s + d)) for t in s.turns)
         scripts.append(AgentScript(s.key, start, turns))
     return replace(workload, scripts=tuple(scripts))
+
+
+def first_turns(workload: Workload, n: int) -> Workload:
+    """Each session cut to its first `n` turns (a slice of long traces; forks of the chains
+    no kept turn uses stay declared: harmless, they name content nobody reads)."""
+    scripts = tuple(replace(s, turns=s.turns[:n]) for s in workload.scripts)
+    kept = sum(len(s.turns) for s in scripts)
+    return replace(
+        workload,
+        scripts=scripts,
+        description=f"{workload.description}; first {n} turns each ({kept} requests)",
+    )
 
 
 def _time_ok(x: float) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dualpath.workload.script import Workload, synthetic_workload
+from dualpath.workload.script import Workload, first_turns, synthetic_workload
 from dualpath.workload.synthetic import synthetic_trajectories
 from dualpath.workload.table2 import parse_max_len
 from dualpath.workload.traces.registry import load_trace
@@ -47,7 +47,7 @@ def _trace(fmt: str) -> Callable[[Scenario, int | None], Workload]:
         sessions = w.trace_sessions
         if n_agents is not None:
             sessions = n_agents if sessions is None else min(sessions, n_agents)
-        return load_trace(
+        workload = load_trace(
             w.trace,
             fmt,
             sessions=sessions,
@@ -56,6 +56,7 @@ def _trace(fmt: str) -> Callable[[Scenario, int | None], Workload]:
             subagents=w.subagents,
             emulator_block_tokens=sc.engine.block_tokens,
         )
+        return workload if w.trace_turns is None else first_turns(workload, w.trace_turns)
 
     return build
 
