@@ -56,9 +56,10 @@ sim: $(STAMP) ## the same scenario on virtual time, in one process (fast, determ
 test: $(STAMP) ## run the test suite
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-bench: $(STAMP) ## virtual-time runtime at paper scale + process runtime's sustained request rate
+bench: $(STAMP) ## virtual-time runtime at paper scale, process runtime request rate, Locust 1 vs N workers
 	$(BIN)/python -m dualpath.bench
 	$(BIN)/python -m dualpath.launcher.bench
+	$(BIN)/python -m dualpath.loadgen.bench
 
 lint: $(STAMP) ## ruff check, ruff format --check, mypy (strict)
 	$(BIN)/ruff check services tests
