@@ -17,6 +17,8 @@ from dualpath.core.clock import RealClock
 from dualpath.launcher.collect import gather_stats, process_report, read_history
 from dualpath.launcher.local import LocalCluster, UpOptions, local_cluster
 from dualpath.launcher.workload import drive_agents
+from dualpath.report.build import workload_section
+from dualpath.runtime.sim import make_workload
 
 Progress = Callable[[int, int], None]
 
@@ -112,5 +114,6 @@ def finish_run(
     t_end = max((row[9] for row in rows), default=t_start)
     extra = {"cluster_wall_s": time.perf_counter() - started, "turns": turns, "killed": killed}
     report = process_report(sc, services, t_start, t_end, wall_s, extra)
+    report["workload"] = workload_section(make_workload(sc))  # what the load replayed
     report["history"] = history
     return report
