@@ -234,3 +234,34 @@ def test_mooncake_xz_blank_lines_and_unsorted_timestamps(tmp_path: Path) -> None
     assert w.scripts[0].turns[0].blocks == (0, 1, 2)
     first, second = (s.turns[0] for s in w.scripts)
     assert second.chain == first.chain  # req-1's two blocks are req-2's first two
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--trace", "{bad}"], r"bad\.jsonl:2: .*input_length"),
+        (["--trace", "{missing}"], r"none\.jsonl: no such file"),
+        (["--trace", "{bad}", "--trace-format", "nope"], r"unknown workload source 'nope'"),
+        (["--trace", "{odd}"], r"cannot tell the trace format"),
+    ],
+)
+def test_cli_names_the_file_line_and_field_in_one_line(
+    tmp_path: Path, args: list[str], expected: str
+) -> None:
+    """`dualpath sim --trace` with a bad trace: exit 2, one line, nothing half-run."""
+    from typer.testing import CliRunner
+
+    from dualpath.cli import app
+
+    bad = tmp_path / "bad.jsonl"
+    good = {"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}
+    bad.write_text(json.dumps(good) + "\n" + json.dumps({**good, "input_length": "x"}) + "\n")
+    odd = tmp_path / "trace.csv"
+    odd.write_text("t,in\n")
+    paths = {"bad": bad, "missing": tmp_path / "none.jsonl", "odd": odd}
+    argv = ["sim", "--quiet", *(a.format(**paths) for a in args)]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert "Traceback" not in result.output
+    assert re.search(expected, " ".join(lines)), result.output
