@@ -3,30 +3,86 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer.core import TyperGroup
 
 from dualpath.config.presets import ConfigError, resolve
 from dualpath.config.settings import Scenario
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="DualPath testbed: emulate PD-disaggregated inference with dual-path KV loading.",
-)
 
 USAGE_ERROR = 2
 
 
 def _fail(msg: str, code: int = USAGE_ERROR) -> None:
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {msg}", highlight=False)
+    # escape: messages quote user input, and "[/]" or "[red]" in it is not rich markup
+    Console(stderr=True, soft_wrap=True).print(
+        f"[bold red]error:[/] {escape(msg)}", highlight=False
+    )
     raise typer.Exit(code)
+
+
+@contextmanager
+def _one_line_usage_errors() -> Iterator[None]:
+    try:
+        yield
+    except NoArgsIsHelpError:
+        raise  # `dualpath` alone prints the help, as it should
+    except UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "dualpath"
+        msg = " ".join(exc.format_message().split())
+        _fail(f"{where}: {msg} (see `{where} --help`)", exc.exit_code)
+
+
+class _OneLineErrors(TyperGroup):
+    """A malformed flag (unknown option, value of the wrong type, missing argument) is one
+    line naming it, exit 2, like every other bad input, instead of click's usage box. Both
+    the group's own parsing and its subcommands' (which happens in `invoke`) are covered."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        with _one_line_usage_errors():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _one_line_usage_errors():
+            return super().invoke(ctx)
+
+
+app = typer.Typer(
+    cls=_OneLineErrors,
+    add_completion=False,
+    no_args_is_help=True,
+    help="DualPath testbed: emulate PD-disaggregated inference with dual-path KV loading.",
+)
+
+
+def check_out_path(flag: str, path: Path, *, folder: bool = False) -> None:
+    """Refuse an output path that cannot be written before any work starts (a report lost
+    to a typo after a long run is the worst outcome). Creates the folder that will hold the
+    output, as the command would anyway: only trying tells (root passes every access test)."""
+    if not folder and path.is_dir():
+        _fail(f"{flag} {path}: is a folder; give a FILE.json")
+    where = path if folder else path.parent
+    if where.exists() and not where.is_dir():
+        _fail(f"{flag} {path}: {where} exists and is not a folder")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"{flag} {path}: cannot create the folder {where} ({exc.strerror or exc})")
+    if not os.access(where, os.W_OK | os.X_OK):
+        _fail(f"{flag} {path}: the folder {where} is not writable")
 
 
 def _flag_overrides(**flags: Any) -> dict[str, Any]:
@@ -64,12 +120,17 @@ def validate(sc: Scenario) -> None:
     """Check every name a scenario refers to before anything runs."""
     from dualpath.policies.registry import default_registry
     from dualpath.roofline import load_gpu, load_model
+    from dualpath.runtime.cluster import check_topology
     from dualpath.workload import parse_max_len
 
     load_model(sc.model)
     load_gpu(sc.gpu)
     default_registry().get(sc.policy.name)
     parse_max_len(sc.workload.max_len)
+    check_topology(sc)  # groups and HBM: before a process runtime starts anything
+    w = sc.workload
+    if w.source != "synthetic" and w.trace is not None and not Path(w.trace).exists():
+        raise ValueError(f"workload.trace {w.trace}: no such file or folder")
 
 
 def _progress(console: Console) -> Progress:
@@ -159,6 +220,8 @@ def sim(
     except (ConfigError, ValueError) as exc:
         _fail(str(exc))
         return
+    if out is not None:
+        check_out_path("--out", out)
     console = Console(stderr=True)
     show = not quiet and console.is_terminal
     progress = _progress(console) if show else None
@@ -243,14 +306,7 @@ def experiment(
     from dualpath.experiments.outputs import rows_table
 
     registry = experiments()
-    if name == "list":
-        for key, exp in registry.items():
-            typer.echo(f"{key:16s} {exp.title}")
-        return
-    chosen = registry.get(name)
-    if chosen is None:
-        _fail(f"unknown experiment {name!r}; accepted: list, " + ", ".join(registry))
-        return
+    # Flags first, whatever the name: a bad flag is refused the same way for `list` too.
     if jobs is not None and jobs < 1:
         _fail(f"--jobs must be at least 1, got {jobs}")
         return
@@ -260,6 +316,15 @@ def experiment(
         except re.error as exc:
             _fail(f"--only {only!r} is not a regular expression: {exc}")
             return
+    if name == "list":
+        for key, exp in registry.items():
+            typer.echo(f"{key:16s} {exp.title}")
+        return
+    chosen = registry.get(name)
+    if chosen is None:
+        _fail(f"unknown experiment {name!r}; accepted: list, " + ", ".join(registry))
+        return
+    check_out_path("--out", out, folder=True)
     console = Console()
     try:
         outcome = run_experiment(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,6 +13,90 @@ from rich.table import Table
 
 SPEEDUP_HELP = "dilation: emulated seconds per wall second (higher = faster, until lag grows)"
 ROLE_HELP = "scheduler, storage, prefill or decode"
+# Beyond this an emulated millisecond is under 100 ns of wall time: the host cannot keep
+# pace, lag is all the report would measure, and emulated clocks run off to 1e300.
+MAX_SPEEDUP = 10_000.0
+REDIS_PING_S = 2.0  # `up`/`run --redis-url`: an answering Redis replies in microseconds
+
+
+def _check_flags(
+    speedup: float, real_payload: float, ports: dict[str, int], redis_url: str | None
+) -> None:
+    """The process runtime's own flags, checked before anything starts (typer accepts nan
+    and inf for a float, and a port is just an int to it)."""
+    from dualpath.cli import _fail
+
+    if not (math.isfinite(speedup) and 0 < speedup <= MAX_SPEEDUP):
+        _fail(
+            f"--speedup {speedup}: must be > 0 and <= {MAX_SPEEDUP:,.0f} "
+            "(emulated seconds per wall second)"
+        )
+    if not (math.isfinite(real_payload) and 0 <= real_payload <= 1):
+        _fail(
+            f"--real-payload {real_payload}: must be 0 (virtual payloads) to 1 (the emulated "
+            "bytes themselves; each transfer is capped at 64 MiB)"
+        )
+    for flag, port in ports.items():
+        if not 0 <= port < 65536:
+            _fail(f"{flag} {port}: must be a TCP port, 0..65535 (0 = any free port)")
+    if redis_url is not None:
+        _check_redis_url(redis_url)
+
+
+def _check_redis_url(url: str) -> None:
+    import redis
+
+    from dualpath.cli import _fail
+
+    try:
+        redis.ConnectionPool.from_url(url).disconnect()  # parses only, connects to nothing
+    except ValueError as exc:
+        _fail(f"--redis-url {url!r}: {exc}, e.g. redis://127.0.0.1:6379/0")
+
+
+def _check_redis_answers(url: str) -> None:
+    """`up`/`run` are handed a Redis that should already be serving: ask it once, briefly,
+    instead of starting every service only to watch them fail to register."""
+    import redis
+
+    from dualpath.cli import _fail
+
+    client = redis.Redis.from_url(
+        url, socket_connect_timeout=REDIS_PING_S, socket_timeout=REDIS_PING_S
+    )
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as exc:
+        reason = " ".join(str(exc).split())
+        _fail(
+            f"--redis-url {url}: cannot use this Redis ({reason}); start one there, or omit "
+            "--redis-url to have a private one started"
+        )
+    finally:
+        client.close()
+
+
+def _check_local_cluster(sc: Any) -> None:
+    """`up`/`run` start one process per node: refuse a cluster this machine cannot hold,
+    and a trace that does not parse (every service parses it as it starts: one error here
+    instead of one per service, after they started)."""
+    from dualpath.cli import _fail
+    from dualpath.workload.sources import build_workload
+
+    t = sc.topology
+    procs = t.prefill_nodes + t.decode_nodes + 2  # + storage + scheduler
+    if procs > sc.limits.max_processes:
+        _fail(
+            f"topology: {t.prefill_nodes}P{t.decode_nodes}D needs {procs} local processes "
+            f"(one per node + storage + scheduler), more than limits.max_processes="
+            f"{sc.limits.max_processes}; use `dualpath sim` or Kubernetes for large clusters, "
+            "or raise limits.max_processes"
+        )
+    if sc.workload.source != "synthetic":
+        try:
+            build_workload(sc)
+        except ValueError as exc:  # TraceError names the file, line and field
+            _fail(str(exc))
 
 
 def _scenario(preset: str, set_: list[str] | None, agents: int | None = None) -> Any:
@@ -48,13 +133,24 @@ def serve(
     import uvloop
 
     from dualpath.cli import _fail
-    from dualpath.control import RedisUnavailable
+    from dualpath.control import RedisUnavailable, validate_run_id
     from dualpath.serving.host import StartupError
     from dualpath.serving.host import serve as serve_service
     from dualpath.serving.options import ServeOptions
     from dualpath.serving.roles import factory
 
     sc = _scenario(preset, set_)
+    ports = {"--grpc-port": grpc_port, "--admin-port": admin_port, "--http-port": http_port}
+    _check_flags(speedup, real_payload, ports, redis_url)
+    if epoch is not None and not math.isfinite(epoch):
+        _fail(f"--epoch {epoch}: must be a finite perf_counter() reading")
+    nodes = {"prefill": sc.topology.prefill_nodes, "decode": sc.topology.decode_nodes}
+    if role in nodes and not 0 <= node < nodes[role]:
+        _fail(f"--node {node}: the scenario has {role} nodes 0..{nodes[role] - 1}")
+    try:
+        validate_run_id(run_id)
+    except ValueError as exc:
+        _fail(f"--run-id: {exc}")
     try:
         opts = ServeOptions(
             role=role, redis_url=redis_url, run_id=run_id, node=node, host=host,
@@ -73,16 +169,15 @@ def serve(
 
 
 def _up_options(run_dir: Path, http_port: int, speedup: float, real_payload: float,
-                redis_url: str | None) -> Any:  # fmt: skip
-    from dualpath.cli import _fail
+                redis_url: str | None, run_dir_flag: str = "--run-dir") -> Any:  # fmt: skip
+    """Checked options of a local cluster; `run_dir_flag`: the flag that chose `run_dir`."""
+    from dualpath.cli import check_out_path
     from dualpath.launcher.local import UpOptions
 
-    if not speedup > 0:
-        _fail("--speedup must be > 0 (emulated seconds per wall second)")
-    if real_payload < 0:
-        _fail("--real-payload must be >= 0 (0 = virtual payloads)")
-    if not 0 <= http_port < 65536:
-        _fail("--http-port must be a TCP port (0 = any free port)")
+    _check_flags(speedup, real_payload, {"--http-port": http_port}, redis_url)
+    check_out_path(run_dir_flag, run_dir, folder=True)
+    if redis_url is not None:
+        _check_redis_answers(redis_url)  # last: the only check that waits
     return UpOptions(run_dir, http_port, speedup, real_payload, redis_url)
 
 
@@ -115,6 +210,7 @@ def up(
     from dualpath.launcher.run import serve_until_signal
 
     sc = _scenario(preset, set_)
+    _check_local_cluster(sc)
     opts = _up_options(run_dir, http_port, speedup, real_payload, redis_url)
     try:
         serve_until_signal(sc, opts, lambda cl: Console().print(_endpoint_table(cl)))
@@ -140,7 +236,7 @@ def run(
     quiet: Annotated[bool, typer.Option(help="no progress bar or table")] = False,
 ) -> None:
     """Local cluster + the demo agent workload through the HTTP API + report, then stop."""
-    from dualpath.cli import _fail, _progress, _progress_hook
+    from dualpath.cli import _fail, _progress, _progress_hook, check_out_path
     from dualpath.control import RedisUnavailable
     from dualpath.launcher.procs import ClusterStartError
     from dualpath.launcher.run import run_workload
@@ -149,7 +245,9 @@ def run(
     from dualpath.report.render import markdown_report, summary_table
 
     sc = _scenario(preset, set_, agents)
-    opts = _up_options(out.parent / "cluster", http_port, speedup, real_payload, redis_url)
+    _check_local_cluster(sc)
+    check_out_path("--out", out)
+    opts = _up_options(out.parent / "cluster", http_port, speedup, real_payload, redis_url, "--out")
     console = Console(stderr=True)
     progress = _progress(console) if not quiet and console.is_terminal else None
     try:

@@ -4,6 +4,11 @@ Sources, lowest to highest precedence: field defaults < preset YAML < environmen
 (`DP_` prefix, `__` between levels, e.g. `DP_HARDWARE__SNIC_GBPS=200`) < CLI flags and
 `--set path.to.key=value`. Units are the ones people quote (Gb/s for NICs, GB/s for DRAM
 and storage, GB for capacities); `core` code converts to bytes once, at the edge.
+
+Every number is finite and bounded here, once, so that a typo (`inf`, an extra zero, a
+negative seed) is refused with the field's name before anything runs instead of surfacing as
+a traceback deep in the links or an emulation that never ends. Bounds that only guard against
+runaway work (not physics) live in `limits`, which a user may raise on purpose.
 """
 
 from __future__ import annotations
@@ -13,12 +18,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+MAX_DATA_VL = 14  # VL15 is InfiniBand's management lane
+MAX_VL_WEIGHT = 255  # arbitration weights are 8-bit
+
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: an infinite bandwidth or a NaN scale only fails later, far from
+    # the setting that caused it (e.g. as an int overflow in the workload generator).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Topology(_Section):
+    # The node counts' upper bound is on their product with gpus_per_node: limits.max_engines.
     prefill_nodes: int = Field(1, ge=1, description="nodes running prefill engines (P)")
     decode_nodes: int = Field(1, ge=1, description="nodes running decode engines (D)")
     gpus_per_node: int = Field(8, ge=1, le=64, description="GPUs (= engines) per node (g)")
@@ -31,21 +42,38 @@ class Topology(_Section):
 
 
 class Hardware(_Section):
-    snic_gbps: float = Field(400.0, gt=0, description="storage NIC per node, each direction, Gb/s")
-    cnic_gbps: float = Field(400.0, gt=0, description="compute NIC per GPU, each direction, Gb/s")
-    dram_gbs: float = Field(500.0, gt=0, description="host DRAM per node, reads+writes, GB/s")
-    dram_buffer_gb: float = Field(80.0, gt=0, description="DRAM for PE/DE KV buffers per node, GB")
-    hbm_gb: float | None = Field(None, gt=0, description="HBM per GPU, GB (default: GPU profile)")
+    # Bandwidths have a floor: emulated time (and the report's per-second series) grows as
+    # bandwidth shrinks, so a NIC of 1e-300 Gb/s never finishes; ceilings keep byte rates
+    # finite after unit conversion (1e300 Gb/s overflows to inf bytes/s).
+    snic_gbps: float = Field(
+        400.0, ge=1, le=100_000, description="storage NIC per node, each direction, Gb/s"
+    )
+    cnic_gbps: float = Field(
+        400.0, ge=1, le=100_000, description="compute NIC per GPU, each direction, Gb/s"
+    )
+    dram_gbs: float = Field(
+        500.0, ge=1, le=100_000, description="host DRAM per node, reads+writes, GB/s"
+    )
+    dram_buffer_gb: float = Field(
+        80.0, gt=0, le=100_000, description="DRAM for PE/DE KV buffers per node, GB"
+    )
+    hbm_gb: float | None = Field(
+        None, gt=0, le=10_000, description="HBM per GPU, GB (default: GPU profile)"
+    )
     hbm_reserve_gb: float = Field(
-        4.0, ge=0, description="HBM kept for activations and workspace, GB per GPU"
+        4.0, ge=0, le=10_000, description="HBM kept for activations and workspace, GB per GPU"
     )
     storage_gbs: float | None = Field(
         None,
-        gt=0,
+        ge=1,
+        le=1_000_000,
         description="storage service aggregate read (and write) GB/s; default 1.5 x sum SNIC",
     )
     storage_targets: int = Field(
-        8, ge=0, description="storage targets, each with its own read queue (0 = aggregate only)"
+        8,
+        ge=0,
+        le=1024,  # each target is a link of its own, shared by every read it serves
+        description="storage targets, each with its own read queue (0 = aggregate only)",
     )
 
 
@@ -55,8 +83,32 @@ class VirtualLanes(_Section):
     low: dict[int, int] = Field(default_factory=lambda: {0: 192, 1: 192, 2: 64, 3: 192})
     high_limit: int = Field(240, ge=0, le=255, description="qos_high_limit, 4 KB units")
     mtu_bytes: int = Field(4096, gt=0)
-    kv_vl: int = Field(2, ge=0, le=14, description="VL carrying KV-cache transfers")
-    model_vl: int = Field(0, ge=0, le=14, description="VL carrying expert all-to-all")
+    kv_vl: int = Field(2, ge=0, le=MAX_DATA_VL, description="VL carrying KV-cache transfers")
+    model_vl: int = Field(0, ge=0, le=MAX_DATA_VL, description="VL carrying expert all-to-all")
+
+    @model_validator(mode="after")
+    def _arbitration(self) -> VirtualLanes:
+        """IBA table rules (links.arbitration checks them again when it builds the arbiter;
+        repeated here so a bad table is a settings error, without importing the fabric):
+        data VLs 0..14, weights 0..255, and the KV and model VLs must have a weight, or
+        their traffic is never sent and the run stalls."""
+        for name, table in (("high", self.high), ("low", self.low)):
+            for vl, weight in table.items():
+                if not 0 <= vl <= MAX_DATA_VL:
+                    raise ValueError(f"vl.{name}: VL {vl} is not a data VL (0..{MAX_DATA_VL})")
+                if not 0 <= weight <= MAX_VL_WEIGHT:
+                    raise ValueError(
+                        f"vl.{name}: VL {vl} weight {weight} outside 0..{MAX_VL_WEIGHT}"
+                    )
+        if self.isolation:
+            served = {vl for t in (self.high, self.low) for vl, w in t.items() if w > 0}
+            for key, vl in (("kv_vl", self.kv_vl), ("model_vl", self.model_vl)):
+                if vl not in served:
+                    raise ValueError(
+                        f"vl.{key}={vl}: VL {vl} has no weight in vl.high or vl.low, so its "
+                        "traffic would never be sent; give it a weight or pick a listed VL"
+                    )
+        return self
 
 
 class Engine(_Section):
@@ -67,11 +119,19 @@ class Engine(_Section):
         description="layers coalesced into one emulated step (1 = per layer); timed as the "
         "per-layer pipeline, see docs/engines.md",
     )
-    compute_quota_ms: float = Field(300.0, gt=0, description="PE attention-time cap per forward")
+    # A quota far below one token's attention time chunks every prompt into one-token
+    # forwards: millions of events for one turn.
+    compute_quota_ms: float = Field(
+        300.0, ge=1, le=60_000, description="PE attention-time cap per forward"
+    )
     decode_chunk_steps: int = Field(
         16, ge=1, description="decode steps coalesced into one event when the batch is stable"
     )
-    fetch_interval_ms: float = Field(5.0, gt=0, description="a group leader's fetch period")
+    # periodic mode polls on this period whether or not anything changed: 1e-9 ms is an
+    # event storm, and a huge period lets the clock run past every turn before a fetch.
+    fetch_interval_ms: float = Field(
+        5.0, ge=0.1, le=1000, description="a group leader's fetch period"
+    )
     fetch_mode: Literal["on-change", "periodic"] = Field(
         "on-change",
         description="periodic: poll every interval; on-change: skip polls where nothing "
@@ -81,12 +141,17 @@ class Engine(_Section):
 
 class Policy(_Section):
     name: str = Field("dualpath", description="scheduling policy (see `dualpath policies`)")
-    alpha_s: float = Field(3.0, gt=0, description="α = tokens a node's SNIC reads in this time")
-    beta_s: float = Field(5.0, gt=0, description="β = tokens one GPU processes in this time")
+    # An hour at most: α and β are token counts derived from these, and 1e300 s overflows.
+    alpha_s: float = Field(
+        3.0, gt=0, le=3600, description="α = tokens a node's SNIC reads in this time"
+    )
+    beta_s: float = Field(
+        5.0, gt=0, le=3600, description="β = tokens one GPU processes in this time"
+    )
     alpha_tokens: int | None = Field(None, gt=0, description="override α directly, tokens")
     beta_tokens: int | None = Field(None, gt=0, description="override β directly, tokens")
     z_factor: float = Field(
-        1.05, gt=0, description="DE high-token threshold Z = factor × mean tokens per DE"
+        1.05, gt=0, le=1000, description="DE high-token threshold Z = factor × mean tokens per DE"
     )
     path_tie: Literal["pe", "de"] = Field(
         "de",
@@ -101,10 +166,17 @@ class Workload(_Section):
         description="offline: `agents` start together, result = JCT; online: Poisson "
         "arrivals at `online.aps`, result = latencies under the paper's stop rule",
     )
+    # agents' upper bound is limits.max_agents (a guard against runaway work, liftable).
     agents: int = Field(16, ge=1, description="offline: agents that start together")
     max_len: str = Field("64k", description="maximum agent context length: 32k, 48k or 64k")
-    append_scale: float = Field(1.0, gt=0)
-    gen_scale: float = Field(1.0, gt=0)
+    # The paper sweeps appends x1..x3; x100 already outgrows every GPU's HBM, and 1e300
+    # overflows the generator's integer token counts.
+    append_scale: float = Field(
+        1.0, gt=0, le=100, description="multiplies every turn's append (tool output) length"
+    )
+    gen_scale: float = Field(
+        1.0, gt=0, le=100, description="multiplies every turn's generated length"
+    )
     source: str = Field(
         "synthetic",
         description="where the agent scripts come from: synthetic (Table 2), weka or mooncake "
@@ -119,7 +191,10 @@ class Workload(_Section):
         "open-loop: every request at its own trace time (trace sources only)",
     )
     time_scale: float = Field(
-        1.0, gt=0, allow_inf_nan=False, description="multiplies every trace time (think, arrival)"
+        1.0,
+        gt=0,
+        le=1000,  # a trace's hours become weeks of emulated time beyond this
+        description="multiplies every trace time (think, arrival)",
     )
     trace_sessions: int | None = Field(None, ge=1, description="load only the first N sessions")
     trace_requests: int | None = Field(
@@ -156,23 +231,63 @@ class Workload(_Section):
 class Online(_Section):
     """Online serving (paper §7.4). Defaults are the paper's."""
 
+    # aps x max_duration_s (the expected arrivals) is bounded by limits.max_agents.
     aps: float = Field(0.1, gt=0, description="agent arrivals per second (Poisson)")
-    think_time_s: float = Field(0.0, ge=0, description="tool-call time between an agent's turns")
+    think_time_s: float = Field(
+        0.0, ge=0, le=86_400, description="tool-call time between an agent's turns"
+    )
     slo_ttft_s: float = Field(4.0, gt=0, description="SLO: time to first token, seconds")
     slo_tpot_ms: float = Field(50.0, gt=0, description="SLO: time per output token, ms")
-    window_s: float = Field(150.0, gt=0, description="sliding window of the stop rule, seconds")
+    # Floors on the stop rule's periods: a 1e-9 s check interval or window is an event storm.
+    window_s: float = Field(
+        150.0, ge=1, le=604_800, description="sliding window of the stop rule, seconds"
+    )
     lookback_s: float = Field(
-        1800.0, gt=0, description="steady state: compare with the window this much earlier"
+        1800.0,
+        ge=1,
+        le=604_800,
+        description="steady state: compare with the window this much earlier",
     )
     steady_tolerance: float = Field(0.05, gt=0, description="steady when within this fraction")
     max_duration_s: float = Field(
-        7200.0, gt=0, description="stop anyway after this much emulated time (reported)"
+        7200.0,
+        gt=0,
+        le=604_800,  # a week; the arrivals are drawn up front, sized by this
+        description="stop anyway after this much emulated time (reported)",
     )
-    check_interval_s: float = Field(10.0, gt=0, description="how often the stop rule is checked")
+    check_interval_s: float = Field(
+        10.0, ge=0.1, le=3600, description="how often the stop rule is checked"
+    )
 
 
 class Faults(_Section):
     corrupt_blocks: int = Field(0, ge=0, description="persisted blocks to corrupt (self-test)")
+
+
+class Limits(_Section):
+    """Guard rails against scenarios that would run for hours or exhaust memory before they
+    report anything (usually a typo: an extra zero). Unlike the other bounds these are not
+    physics: raise one on purpose with `--set limits.KEY=N` when a scenario really is that big.
+    """
+
+    max_engines: int = Field(
+        8192,
+        ge=1,
+        description="(prefill_nodes + decode_nodes) x gpus_per_node; the paper's largest "
+        "cluster (48P96D) has 1152, and every scheduling decision scans the engines",
+    )
+    max_agents: int = Field(
+        100_000,
+        ge=1,
+        description="workload.agents, and online the expected arrivals aps x max_duration_s; "
+        "every agent's script (~20 KB) is built before the run starts",
+    )
+    max_processes: int = Field(
+        64,
+        ge=4,
+        description="dualpath up/run: processes of the local cluster (one per node, plus "
+        "storage and scheduler), each a Python interpreter of its own",
+    )
 
 
 class Scenario(BaseSettings):
@@ -185,7 +300,7 @@ class Scenario(BaseSettings):
     name: str = "custom"
     model: str = Field("ds-27b", description="model profile name or YAML path")
     gpu: str = Field("h800", description="GPU profile name or YAML path")
-    seed: int = 0
+    seed: int = Field(0, ge=0, description="seeds every random draw of the run")
     topology: Topology = Topology()
     hardware: Hardware = Hardware()
     vl: VirtualLanes = VirtualLanes()
@@ -194,6 +309,33 @@ class Scenario(BaseSettings):
     workload: Workload = Workload()
     online: Online = Online()
     faults: Faults = Faults()
+    limits: Limits = Limits()
+
+    @model_validator(mode="after")
+    def _within_limits(self) -> Scenario:
+        lim, t, w = self.limits, self.topology, self.workload
+        engines = (t.prefill_nodes + t.decode_nodes) * t.gpus_per_node
+        if engines > lim.max_engines:
+            raise ValueError(
+                f"topology.prefill_nodes + decode_nodes = {t.prefill_nodes + t.decode_nodes} "
+                f"nodes x {t.gpus_per_node} GPUs = {engines} engines, more than "
+                f"limits.max_engines={lim.max_engines} (the paper's largest cluster has 1152); "
+                "raise limits.max_engines to emulate a larger cluster"
+            )
+        if w.agents > lim.max_agents:
+            raise ValueError(
+                f"workload.agents={w.agents} is more than limits.max_agents={lim.max_agents} "
+                "(each agent's script, ~20 KB, is built before the run starts); raise "
+                "limits.max_agents to run that many"
+            )
+        arrivals = self.online.aps * self.online.max_duration_s
+        if w.mode == "online" and arrivals > lim.max_agents:
+            raise ValueError(
+                f"online.aps={self.online.aps:g} x online.max_duration_s="
+                f"{self.online.max_duration_s:g} = {arrivals:.3g} expected arrivals, more than "
+                f"limits.max_agents={lim.max_agents}; lower either, or raise limits.max_agents"
+            )
+        return self
 
 
 class _DictSource(PydanticBaseSettingsSource):

@@ -112,6 +112,22 @@ def _kv_hbm(sc: Scenario, rl: Roofline, hbm_gb: float, side: str) -> float:
     return free
 
 
+def check_topology(sc: Scenario) -> None:
+    """Raise the TopologyError `build_cluster` would, without building anything: engine
+    groups of whole nodes, and weights that leave room for KV in HBM. The CLI calls it before
+    any process starts, so the process runtime refuses such a scenario up front."""
+    model, gpu = load_model(sc.model), load_gpu(sc.gpu)
+    t = sc.topology
+    hbm_gb = sc.hardware.hbm_gb or gpu.hbm_gb
+    for side, n_nodes, group_nodes in (
+        ("prefill", t.prefill_nodes, t.prefill_group_nodes),
+        ("decode", t.decode_nodes, t.decode_group_nodes),
+    ):
+        _groups(n_nodes, group_nodes)
+        rl = Roofline(model, gpu, (group_nodes or n_nodes) * t.gpus_per_node)
+        _kv_hbm(sc, rl, hbm_gb, side)
+
+
 def derive_limits(sc: Scenario, rl: Roofline, mean_context: int, mean_append: int) -> Limits:
     """α and β from the profiles (paper A.4), unless the scenario overrides them."""
     kv_token = rl.kv_bytes_per_token

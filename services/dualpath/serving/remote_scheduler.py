@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
+from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext
 from dualpath.engines.request import EngineState, ReadPath, Request
 from dualpath.engines.scheduler import GlobalScheduler
@@ -125,13 +125,14 @@ class RemoteScheduler(GlobalScheduler):
     ) -> None:
         integ = self.ctx.metrics.integrity
         self.ctx.metrics.record_path(req.path, nbytes)
-        rng = BlockRange(req.session, 0, hit_blocks)
+        # The node that verified the read knows which block is missing or which digests
+        # differ: its message says so (this process only has the error kind).
         if reply.error_kind == "missing":
             integ.blocks_lost += 1
-            raise BlockMissing(rng, 0)
+            raise KvReadFailedError(f"request {req.rid}: missing KV: {reply.error}")
         if reply.error_kind == "corrupted":
             integ.blocks_corrupted += 1
-            raise BlockCorrupted(rng, 0, 0, None, "read")
+            raise KvReadFailedError(f"request {req.rid}: corrupted KV: {reply.error}")
         if reply.error:
             raise KvReadFailedError(f"request {req.rid}: {reply.error}")
         integ.blocks_read += hit_blocks
@@ -171,5 +172,6 @@ class RemoteScheduler(GlobalScheduler):
         self.ctx.metrics.finish(req)
         self.stages.add(req)
         self.on_done(req)
-        req.done.set_result(None)
+        if not req.done.done():  # a fatal error already failed the turn's client
+            req.done.set_result(None)
         self._kick("de", [de.group])
