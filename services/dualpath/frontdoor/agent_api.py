@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from aiohttp import web
 
 from dualpath.frontdoor import params
-from dualpath.frontdoor.backend import TurnResult, TurnSpec
+from dualpath.frontdoor.backend import Hangups, TurnResult, TurnSpec
 from dualpath.frontdoor.errors import ApiError, bad_param
 from dualpath.frontdoor.metrics import timings
 from dualpath.frontdoor.sessions import PrefixSessions, id_block_hashes
@@ -59,6 +61,14 @@ class NativeSessions:
         return state
 
 
+class TurnArgs(NamedTuple):
+    key: str
+    append: int
+    gen: int
+    hashes: tuple[int, list[bytes]] | None  # block-id form: (prompt tokens, block hashes)
+    wanted: int | None  # the turn index the client expects
+
+
 class AgentApi:
     def __init__(
         self,
@@ -66,27 +76,18 @@ class AgentApi:
         sessions: NativeSessions,
         runner: TurnRunner,
         prefixes: PrefixSessions,
+        reader: params.BodyReader,
+        hangups: Hangups,
     ) -> None:
         self._limits = limits
         self._sessions = sessions
         self._runner = runner
         self._prefixes = prefixes
+        self._reader = reader
+        self._hangups = hangups
 
     async def turn(self, request: web.Request) -> web.Response:
-        body = await params.read_json(request)
-        key = _session_key(body)
-        by_ids = "block_ids" in body or "prompt_tokens" in body
-        if by_ids and "append_tokens" in body:
-            raise bad_param(
-                "append_tokens",
-                "send either 'append_tokens' or 'prompt_tokens' with 'block_ids', not both",
-            )
-        append = 0 if by_ids else params.opt_int(body, "append_tokens", None, 1)
-        gen = params.opt_int(body, "gen_tokens", None, 1, self._limits.max_gen_tokens)
-        hashes = self._id_hashes(body) if by_ids else None
-        wanted = body.get("turn")
-        if wanted is not None:
-            wanted = params.opt_int(body, "turn", None, 0)
+        _, (key, append, gen, hashes, wanted) = await self._reader.read(request, self._args)
         self._runner.check_capacity()
         state = self._sessions.get(key)
         if state.busy:  # turns of one agent are sequential: the next needs the last's output
@@ -110,8 +111,23 @@ class AgentApi:
                     f"{self._limits.max_prompt_tokens}; start a new session",
                 )
             spec = TurnSpec(state.session, state.next_turn, prompt, gen)
-        result = await self._run(state, spec)
+        result = await self._run(state, spec, lambda: request.transport is None)
         return web.json_response({"session_key": key, **_result_body(result)})
+
+    def _args(self, body: params.Body) -> TurnArgs:
+        """The validated fields (pure: runs in the body reader's thread for big bodies)."""
+        key = _session_key(body)
+        by_ids = "block_ids" in body or "prompt_tokens" in body
+        if by_ids and "append_tokens" in body:
+            raise bad_param(
+                "append_tokens",
+                "send either 'append_tokens' or 'prompt_tokens' with 'block_ids', not both",
+            )
+        append = 0 if by_ids else params.opt_int(body, "append_tokens", None, 1)
+        gen = params.opt_int(body, "gen_tokens", None, 1, self._limits.max_gen_tokens)
+        hashes = self._id_hashes(body) if by_ids else None
+        wanted = None if body.get("turn") is None else params.opt_int(body, "turn", None, 0)
+        return TurnArgs(key, append, gen, hashes, wanted)
 
     def _id_hashes(self, body: params.Body) -> tuple[int, list[bytes]]:
         """(prompt tokens, the cluster's block hashes) of a block-id turn."""
@@ -136,14 +152,21 @@ class AgentApi:
             if isinstance(i, bool) or not isinstance(i, int) or not -(2**63) <= i < 2**63:
                 raise bad_param("block_ids", "'block_ids' items must be 64-bit integers")
         full = prompt // cluster_bt  # only full blocks of the cluster can be stored and hit
-        return prompt, id_block_hashes(ids, bt // cluster_bt)[:full]
+        # Hash no part past the prompt's full blocks (the chain makes the first `full` hashes
+        # the same): one id with a huge 'block_tokens' once meant ~10^17 hashes, a hang.
+        per_id = min(bt // cluster_bt, full)
+        if per_id == 0:
+            return prompt, []
+        return prompt, id_block_hashes(ids[: -(-full // per_id)], per_id)[:full]
 
-    async def _run(self, state: NativeSession, spec: TurnSpec) -> TurnResult:
+    async def _run(
+        self, state: NativeSession, spec: TurnSpec, client_gone: Callable[[], bool]
+    ) -> TurnResult:
         task = self._runner.start(spec)
         state.busy = True
-        # Settled by the task, not the handler: a hung-up client must not lose the turn.
+        # Settled by the task, not the handler: the session follows what the turn really did.
         task.add_done_callback(lambda t: _settle(state, t))
-        return await asyncio.shield(task)
+        return await self._hangups.follow(spec, task, client_gone)
 
 
 def _settle(state: NativeSession, task: asyncio.Task[TurnResult]) -> None:

@@ -2,15 +2,26 @@
 
 The front door never generates text: it turns each request into a `TurnSpec`, hands it to
 a `TurnBackend` and reports the emulated timings of the `TurnResult` it gets back.
+
+Cancellation is optional. Turns run detached from their HTTP handler, so a backend that
+cannot cancel (no `cancel_turn`) is never asked to: a turn whose client hung up runs to
+completion and its KV accounting stays exact. A backend that can stop a turn implements
+`CancellableBackend.cancel_turn`; the front door then calls it once per turn whose HTTP
+client disconnected before the turn finished (see `Hangups`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
 from dualpath.blocks.chain import Fork
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +78,76 @@ class TurnBackend(Protocol):
         `BackendUnavailable` or `BadTurn`.
         """
         ...
+
+
+class CancellableBackend(TurnBackend, Protocol):
+    async def cancel_turn(self, spec: TurnSpec) -> None:
+        """The client of the turn `spec` (the very object given to `run_turn`, still running)
+        hung up: stop the turn and free what it holds (queue slot, KV blocks, link
+        reservations). `(spec.session, spec.turn)` identifies it among running turns.
+
+        Called at most once per turn, from the event loop, soon after the client hung up
+        while `run_turn(spec)` was running; the turn may have finished meanwhile, so
+        cancelling a finished turn must be a no-op. `run_turn` should then end soon, either
+        by raising `asyncio.CancelledError` (nothing is recorded) or by returning the
+        `TurnResult` of the work done (recorded in the metrics like any turn). No client sees
+        either. Exceptions raised here are logged and otherwise ignored.
+        """
+        ...
+
+
+CancelFn = Callable[[TurnSpec], Awaitable[None]]
+
+
+class Hangups:
+    """The front door's half of cancellation: a handler awaiting a turn is cancelled by
+    aiohttp when its client disconnects; if the turn is still running, count the hang-up and
+    ask the backend (if it can) to cancel the turn."""
+
+    def __init__(self, backend: TurnBackend, on_hangup: Callable[[], None]) -> None:
+        self._cancel: CancelFn | None = getattr(backend, "cancel_turn", None)
+        self._on_hangup = on_hangup
+        self._pending: set[asyncio.Task[None]] = set()  # strong refs until they finish
+        self._stopping = False
+
+    async def follow(
+        self, spec: TurnSpec, task: asyncio.Task[TurnResult], client_gone: Callable[[], bool]
+    ) -> TurnResult:
+        """Await the detached turn `task`, cancelling the turn if the client hangs up."""
+        with self.watch(spec, task, client_gone):
+            return await asyncio.shield(task)
+
+    @contextmanager
+    def watch(
+        self, spec: TurnSpec, task: asyncio.Task[TurnResult], client_gone: Callable[[], bool]
+    ) -> Iterator[None]:
+        try:
+            yield
+        except asyncio.CancelledError:
+            if not task.done() and not self._stopping and client_gone():
+                self._hung_up(spec)
+            raise
+
+    def stop(self) -> None:
+        """The server is shutting down: aiohttp cancels the remaining handlers and closes
+        their connections itself. Those are no hang-ups; their turns are left to the
+        runner's bounded drain (`TurnRunner.close`)."""
+        self._stopping = True
+
+    def _hung_up(self, spec: TurnSpec) -> None:
+        self._on_hangup()
+        if self._cancel is None:
+            return
+        task = asyncio.create_task(self._run_cancel(self._cancel, spec))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _run_cancel(self, cancel: CancelFn, spec: TurnSpec) -> None:
+        try:
+            await cancel(spec)
+        except Exception:
+            log.exception("cancel_turn failed (session %d, turn %d)", spec.session, spec.turn)
+
+    async def close(self, timeout_s: float = 5.0) -> None:
+        if self._pending:
+            await asyncio.wait(set(self._pending), timeout=timeout_s)

@@ -13,8 +13,8 @@ from typing import Any
 from aiohttp import web
 
 from dualpath.frontdoor import params
-from dualpath.frontdoor.backend import TurnSpec
-from dualpath.frontdoor.errors import bad_param
+from dualpath.frontdoor.backend import Hangups, TurnSpec
+from dualpath.frontdoor.errors import ApiError, bad_param
 from dualpath.frontdoor.openai_shapes import Shape
 from dualpath.frontdoor.sessions import PrefixSessions, block_hashes
 from dualpath.frontdoor.sse import stream_turn
@@ -33,13 +33,23 @@ PROMPT_FORMS = (
     "'prompt' must be a string, a non-empty list of token ids (integers 0..2^32-1), "
     "or a list holding exactly one string"
 )
+Prompt = tuple[list[int], list[bytes]]  # token ids, hashes of their full blocks
 
 
 class OpenAIApi:
-    def __init__(self, limits: Limits, sessions: PrefixSessions, runner: TurnRunner) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        sessions: PrefixSessions,
+        runner: TurnRunner,
+        reader: params.BodyReader,
+        hangups: Hangups,
+    ) -> None:
         self._limits = limits
         self._sessions = sessions
         self._runner = runner
+        self._reader = reader
+        self._hangups = hangups
         self._created = int(time.time())
 
     async def models(self, request: web.Request) -> web.Response:
@@ -52,24 +62,38 @@ class OpenAIApi:
         return web.json_response({"object": "list", "data": [model]})
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        body = await params.read_json(request)
-        self._common_checks(body)
-        ids = prompt_ids(body.get("prompt"), self._limits.max_prompt_tokens)
+        body, prompt = await self._reader.read(request, self._completion_prompt)
         gen = params.opt_int(
             body, "max_tokens", self._default_gen(), 1, self._limits.max_gen_tokens
         )
-        return await self._serve(request, body, ids, gen, chat=False)
+        return await self._serve(request, body, prompt, gen, chat=False)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        body = await params.read_json(request)
-        self._common_checks(body)
-        messages = parse_messages(body.get("messages"))
-        ids = encode_chat(messages, self._limits.max_prompt_tokens)
+        body, prompt = await self._reader.read(request, self._chat_prompt)
         hi = self._limits.max_gen_tokens
         # max_completion_tokens is the current name; max_tokens the deprecated one.
         gen = params.opt_int(body, "max_tokens", self._default_gen(), 1, hi)
         gen = params.opt_int(body, "max_completion_tokens", gen, 1, hi)
-        return await self._serve(request, body, ids, gen, chat=True)
+        return await self._serve(request, body, prompt, gen, chat=True)
+
+    # The two extractors run in the body reader's thread for big bodies: pure, and they pop
+    # the prompt out of the body so its (maybe huge) JSON value is freed there too.
+    def _completion_prompt(self, body: params.Body) -> Prompt:
+        self._common_checks(body)
+        return self._hashed(prompt_ids(body.pop("prompt", None), self._limits.max_prompt_tokens))
+
+    def _chat_prompt(self, body: params.Body) -> Prompt:
+        self._common_checks(body)
+        limit = self._limits.max_prompt_tokens
+        messages = body.pop("messages", None)
+        if isinstance(messages, list) and len(messages) > limit:  # each is >= 1 token
+            raise too_long("messages", limit)
+        return self._hashed(encode_chat(parse_messages(messages), limit))
+
+    def _hashed(self, ids: list[int]) -> Prompt:
+        if not 1 <= len(ids) <= self._limits.max_prompt_tokens:
+            return ids, []  # refused by _check_length: not worth hashing
+        return ids, block_hashes(ids, self._limits.block_tokens)
 
     def _common_checks(self, body: params.Body) -> None:
         params.check_model(body, self._limits.model)
@@ -79,8 +103,9 @@ class OpenAIApi:
         return min(16, self._limits.max_gen_tokens)
 
     async def _serve(
-        self, request: web.Request, body: params.Body, ids: list[int], gen: int, *, chat: bool
+        self, request: web.Request, body: params.Body, prompt: Prompt, gen: int, *, chat: bool
     ) -> web.StreamResponse:
+        ids, hashes = prompt
         stream = params.opt_bool(body, "stream")
         usage = params.include_usage(body)
         params.affinity(request, body)  # validated; a routing hint only (content decides)
@@ -88,7 +113,7 @@ class OpenAIApi:
         # Front-door admission before placing, so our own 429 does not advance a chain
         # (a backend refusal later still does: that chain's next turn index skips one).
         self._runner.check_capacity()
-        place = self._sessions.place(block_hashes(ids, self._limits.block_tokens))
+        place = self._sessions.place(hashes)
         spec = TurnSpec(place.session, place.turn, len(ids), gen, place.lineage)
         seed = seed_of(ids)
         prefix = "chatcmpl" if chat else "cmpl"
@@ -97,9 +122,10 @@ class OpenAIApi:
         )
         if stream:
             return await stream_turn(
-                request, self._runner, spec, lambda n: decode_fake(n, seed), shape
+                request, self._runner, spec, lambda n: decode_fake(n, seed), shape, self._hangups
             )
-        result = await self._runner.run(spec)
+        task = self._runner.start(spec)
+        result = await self._hangups.follow(spec, task, lambda: request.transport is None)
         text = "".join(decode_fake(result.generated_tokens, seed))
         return web.json_response(shape.full(text, result))
 
@@ -108,19 +134,23 @@ class OpenAIApi:
         if not ids:
             raise bad_param(param, f"'{param}' must contain at least one token")
         if len(ids) > limit:
-            raise bad_param(
-                param, f"'{param}' is longer than the limit of {limit} tokens; shorten it"
-            )
+            raise too_long(param, limit)
+
+
+def too_long(param: str, limit: int) -> ApiError:
+    return bad_param(param, f"'{param}' is longer than the limit of {limit} tokens; shorten it")
 
 
 def prompt_ids(prompt: Any, limit: int) -> list[int]:
+    """Token ids of the prompt; like `encode`, at most limit + 1 of them (enough to refuse)."""
     if isinstance(prompt, str):
-        return encode(prompt, limit)
+        return encode(params.text("prompt", prompt), limit)
     if isinstance(prompt, list) and prompt:
         if len(prompt) == 1 and isinstance(prompt[0], str):
-            return encode(prompt[0], limit)
-        if all(_is_token_id(t) for t in prompt):
-            return list(prompt)
+            return encode(params.text("prompt", prompt[0]), limit)
+        head = prompt[: limit + 1]
+        if all(_is_token_id(t) for t in head):
+            return head
     raise bad_param("prompt", PROMPT_FORMS)
 
 
@@ -145,7 +175,7 @@ def _message(where: str, message: Any) -> ChatMessage:
 
 def _content(where: str, content: Any, role: str) -> str:
     if isinstance(content, str):
-        return content
+        return params.text(where, content)
     if content is None and role == "assistant":
         return ""  # an assistant turn that only made tool calls has no text
     if isinstance(content, list):
@@ -159,6 +189,6 @@ def _content(where: str, content: Any, role: str) -> str:
                 raise bad_param(
                     f"{where}[{j}]", f"'{where}[{j}]' must be a text part {{type: text, text}}"
                 )
-            texts.append(part["text"])
+            texts.append(params.text(f"{where}[{j}].text", part["text"]))
         return "".join(texts)
     raise bad_param(where, f"'{where}' must be a string or a list of text parts")

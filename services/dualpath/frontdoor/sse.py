@@ -4,7 +4,8 @@ Streaming semantics: the first token is sent as soon as the backend reports it; 
 arrive together when the turn completes, because the emulated decode engines report a
 request once, at its end, not token by token. Errors found before the first byte are
 ordinary HTTP errors; after it they become an in-stream `data: {"error": ...}` event (the
-OpenAI SDKs raise on it). A client that hangs up only stops the writing.
+OpenAI SDKs raise on it). A client that hangs up before the turn ends stops the writing
+and, through `Hangups`, asks the backend to cancel the turn.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from dualpath.frontdoor.backend import TurnResult, TurnSpec
+from dualpath.frontdoor.backend import Hangups, TurnResult, TurnSpec
 from dualpath.frontdoor.errors import ApiError
 from dualpath.frontdoor.turns import TurnRunner
 
@@ -64,7 +65,7 @@ class SseWriter:
                 await self.response.prepare(self._request)
             else:
                 await self.response.write(line + b"\n\n")
-        except ConnectionError:  # the client went away; the turn itself carries on
+        except ConnectionError:  # the client went away; aiohttp cancels the handler next
             self.connected = False
 
 
@@ -74,6 +75,7 @@ async def stream_turn(
     spec: TurnSpec,
     tokens: Callable[[int], list[str]],
     chunks: ChunkMaker,
+    hangups: Hangups,
 ) -> web.StreamResponse:
     loop = asyncio.get_running_loop()
     first = asyncio.Event()
@@ -83,6 +85,17 @@ async def stream_turn(
         loop.call_soon_threadsafe(first.set)
 
     task = runner.start(spec, on_first_token)
+    with hangups.watch(spec, task, lambda: request.transport is None):
+        return await _stream(request, task, first, tokens, chunks)
+
+
+async def _stream(
+    request: web.Request,
+    task: asyncio.Task[TurnResult],
+    first: asyncio.Event,
+    tokens: Callable[[int], list[str]],
+    chunks: ChunkMaker,
+) -> web.StreamResponse:
     waiter = asyncio.ensure_future(first.wait())
     try:
         await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
