@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Coroutine
 from typing import Any
 
@@ -33,6 +34,8 @@ from dualpath.serving.stats import base_stats, pack
 from dualpath.serving.storage import charge, owned
 from dualpath.serving.wire import request_from_wire, request_to_wire
 from dualpath.serving.world import World, build_world
+
+log = logging.getLogger(__name__)
 
 Unit = PrefillUnit | DecodeUnit
 
@@ -73,7 +76,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
 
     async def on_peers(self, peers: Peers) -> None:
         self.peers = peers
-        self.reports = ReportSender(peers, self.opts.rpc_timeout_s, self.fail)
+        self.reports = ReportSender(peers, self.opts.rpc_timeout_s)
         self.reports.start()
         for u in self.units:
             self._spawn(u.run())
@@ -111,15 +114,25 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         assert req.de is not None and self.peers is not None
         stub = self.peers.node(req.de.node.name)
         msg = request_to_wire(req, self.ctx.chains)
-        self._spawn(self._call(stub.Receive(msg, timeout=self.opts.transfer_deadline())))
+        self._spawn(self._hand_over(req, stub.Receive(msg, timeout=self.opts.transfer_deadline())))
 
-    async def _call(self, call: Any) -> None:
-        await call
+    async def _hand_over(self, req: Request, call: Any) -> None:
+        """The KV is in the DE's buffer; tell the DE. If it cannot be told (it died, it is
+        overloaded) this one turn fails, explicitly, to the scheduler: never this node."""
+        try:
+            await call
+        except grpc.aio.AioRpcError as exc:
+            log.warning("turn %d: decode hand-over failed: %s", req.rid, exc.code().name)
+            self._report(
+                scheduler_pb2.REPORT_KIND_FAILED,
+                req,
+                f"hand-over to {req.de.node.name if req.de else '?'} failed: {exc.code().name}",
+            )
 
     def _decoded(self, req: Request) -> None:
         self._report(scheduler_pb2.REPORT_KIND_DONE, req)
 
-    def _report(self, kind: int, req: Request) -> None:
+    def _report(self, kind: int, req: Request, message: str = "") -> None:
         assert self.reports is not None
         self.reports.send(
             scheduler_pb2.Report(
@@ -128,6 +141,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
                 t_first=req.t_first,
                 t_second=req.t_second,
                 t_last=req.t_last,
+                message=message,
             )
         )
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import grpc
+
 from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext
 from dualpath.engines.request import EngineState, ReadPath, Request
 from dualpath.engines.scheduler import GlobalScheduler
 from dualpath.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2
+from dualpath.serving import retry
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Peers
 from dualpath.serving.wire import lineage_to_wire, range_to_wire, request_to_wire
@@ -50,6 +53,10 @@ class KvReadFailedError(RuntimeError):
     """A node could not verify a request's KV (missing or corrupted block): fail loudly."""
 
 
+# Failures of one request's remote work (see `RemoteScheduler.contain`).
+CONTAINED = (grpc.aio.AioRpcError, TimeoutError, ConnectionError, KvReadFailedError)
+
+
 class RemoteScheduler(GlobalScheduler):
     def __init__(
         self,
@@ -75,11 +82,11 @@ class RemoteScheduler(GlobalScheduler):
         pe, de = req.pe, req.de
         assert pe is not None and de is not None and peers is not None
         bt = ctx.engine.block_tokens
-        lookup = await peers.storage().Lookup(
-            kv_pb2.LookupRequest(
-                sessions=[req.session], lineage=lineage_to_wire(ctx.chains, req.session)
-            ),
-            timeout=self.opts.rpc_timeout_s,
+        msg = kv_pb2.LookupRequest(
+            sessions=[req.session], lineage=lineage_to_wire(ctx.chains, req.session)
+        )
+        lookup = await retry.idempotent(
+            lambda timeout: peers.storage().Lookup(msg, timeout=timeout), self.opts.rpc_timeout_s
         )
         hit_blocks = min(int(lookup.prefix_blocks[0]), (req.prompt - 1) // bt)
         req.hit = req.computed = hit_blocks * bt
@@ -147,9 +154,37 @@ class RemoteScheduler(GlobalScheduler):
             self._released(req, rep)
         elif rep.kind == scheduler_pb2.REPORT_KIND_DONE:
             self._done(req, rep)
-        elif rep.kind == scheduler_pb2.REPORT_KIND_FAILED and not req.done.done():
-            del self.inflight[req.rid]
-            req.done.set_exception(KvReadFailedError(rep.message or "request failed on a node"))
+        elif rep.kind == scheduler_pb2.REPORT_KIND_FAILED:
+            self.fail_request(req, KvReadFailedError(rep.message or "request failed on a node"))
+
+    # --- one request fails, the scheduler goes on -------------------------------------------
+    def contain(self, req: Request, exc: BaseException) -> bool:
+        """Across processes a request's work fails for reasons outside this process (a node
+        died or is overloaded, a deadline passed, a block did not verify on a node): fail
+        that request explicitly to its client and free what it held here; a bug (any other
+        exception) still ends the run."""
+        if not isinstance(exc, CONTAINED):
+            return False
+        self.fail_request(req, exc)
+        return True
+
+    def fail_request(self, req: Request, exc: BaseException) -> None:
+        """Drop a turn: engine state back, client told, groups re-fetched. Idempotent."""
+        if self.inflight.pop(req.rid, None) is None:
+            return
+        self.ctx.metrics.failed += 1
+        hook = self.first_token.pop(req.rid, None)
+        pe, de = req.pe, req.de
+        if pe is not None and req.t_first < 0:  # the PE never reported its release
+            release_prefill(req)
+            self._kick("pe", [pe.group])
+        if de is not None:
+            release_decode(req)
+            self._kick("de", [de.group])
+        if hook is not None:
+            hook()  # the admission queue forgets its prefill work
+        if not req.done.done():
+            req.done.set_exception(exc)
 
     def _released(self, req: Request, rep: scheduler_pb2.Report) -> None:
         pe = req.pe

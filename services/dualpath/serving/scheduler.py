@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from dualpath.frontdoor import (
     make_app,
 )
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2, scheduler_pb2_grpc
+from dualpath.serving.admission import Admission
 from dualpath.serving.events import EventSink
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Ctx, Peers
@@ -34,6 +36,8 @@ from dualpath.serving.remote_scheduler import RemoteScheduler
 from dualpath.serving.service import ServiceShell
 from dualpath.serving.stats import base_stats, pack
 from dualpath.serving.world import World, build_world
+
+log = logging.getLogger(__name__)
 
 
 class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
@@ -53,6 +57,9 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         self.sched.fatal.add_done_callback(self._on_fatal)
         self.sched.on_done = self._record_done
         self._rids = itertools.count(1)
+        pe_gpus = sum(len(g) for g in c.scheduler.pe_groups)
+        rate = pe_gpus * c.limits.beta / c.scenario.policy.beta_s
+        self.admission = Admission(rate, opts.max_queue_delay_s)
         self.lost: set[str] = set()
         self.exit_on_fatal = False  # keep serving so clients learn why the run failed
 
@@ -98,7 +105,10 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         self, request: scheduler_pb2.ReportBatch, context: Ctx
     ) -> node_pb2.Ack:
         for rep in request.reports:
-            self.sched.on_report(rep)
+            try:
+                self.sched.on_report(rep)
+            except Exception:  # one bad report fails its turn at most, never the scheduler
+                log.exception("report %s for turn %d could not be applied", rep.kind, rep.rid)
         return node_pb2.Ack()
 
     async def Stats(  # noqa: N802
@@ -110,10 +120,15 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
     async def run_turn(
         self, spec: TurnSpec, first_token: Callable[[], None] | None = None
     ) -> TurnResult:
-        if not self.ready or self.fatal.done():
-            raise BackendUnavailable("the cluster is not serving (starting, stopping or failed)")
+        if self.fatal.done():
+            raise BackendUnavailable(f"the run failed: {self.fatal.exception()}")
+        if not self.ready:
+            raise BackendUnavailable("the cluster is not serving yet (starting) or any more")
         if len(self.sched.inflight) >= self.opts.max_inflight:
             raise BackendBusy(f"{len(self.sched.inflight)} turns in flight; retry later")
+        refusal = self.admission.refusal()
+        if refusal is not None:
+            raise BackendBusy(refusal)
         try:
             self.sched.ctx.chains.declare_all(spec.lineage)  # a prefix shared by content
         except ValueError as exc:
@@ -131,8 +146,18 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             self.sched.submit(req)
         except CapacityError as exc:
             raise BadTurn(str(exc)) from None
-        if first_token is not None:
-            self.sched.first_token[req.rid] = first_token
+        self.admission.admitted(req.prompt)
+        waiting = True
+
+        def prefilled() -> None:  # the prefill ended: its work leaves the admission queue
+            nonlocal waiting
+            if waiting:
+                waiting = False
+                self.admission.prefilled(req.prompt)
+            if first_token is not None:
+                first_token()
+
+        self.sched.first_token[req.rid] = prefilled
         try:
             # a turn whose node died never reports: it fails at its deadline, not never
             await asyncio.wait_for(asyncio.shield(req.done), self.opts.transfer_deadline())
@@ -141,6 +166,14 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
                 f"turn {req.rid} did not finish within {self.opts.transfer_deadline():.0f} s "
                 f"(lost nodes: {sorted(self.lost) or 'none'})"
             ) from None
+        except (BackendBusy, BackendUnavailable, BadTurn):
+            raise
+        except Exception as exc:  # this turn's remote work failed: say so, explicitly
+            raise BackendUnavailable(f"turn {req.rid} failed: {_describe(exc)}") from None
+        finally:
+            if waiting:  # failed before its prefill ended
+                waiting = False
+                self.admission.prefilled(req.prompt)
         return TurnResult(
             request_id=req.rid,
             session=req.session,
@@ -196,6 +229,8 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             "inflight": len(self.sched.inflight),
             "lost": sorted(self.lost),
             "failed": str(self.fatal.exception()) if self.fatal.done() else None,
+            "queue_delay_s": round(self.admission.queue_delay_s, 3),
+            "shed": self.admission.shed,
         }
 
     def stats(self) -> dict[str, Any]:
@@ -216,3 +251,9 @@ async def make_scheduler(
     events = EventSink(EventLog(r, opts.run_id, "scheduler"))
     events.start()
     return SchedulerShell(opts, build_world(sc, clock, "scheduler"), clock, events)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name} from a peer ({exc.details()})"
+    return f"{type(exc).__name__}: {exc}"
