@@ -1,0 +1,72 @@
+"""A burst never breaks the live cluster: the scheduler keeps serving, no 5xx but 503s
+that name their reason, and the next request after the burst is served."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from dualpath.launcher.local import LocalCluster, UpOptions
+from tests.services.conftest import scenario
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def burst_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cl = LocalCluster(scenario(), UpOptions(tmp_path_factory.mktemp("burst"), http_port=0))
+    try:
+        cl.start()
+        yield cl
+    finally:
+        cl.stop()
+
+
+async def _burst(base: str, n: int, gen: int) -> tuple[collections.Counter[int], list[str]]:
+    codes: collections.Counter[int] = collections.Counter()
+    reasons: list[str] = []
+    timeout = aiohttp.ClientTimeout(total=240)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as s:
+
+        async def one(i: int) -> None:
+            body = {
+                "model": "ds-27b",
+                "messages": [{"role": "user", "content": f"task {i} " * 40}],
+                "max_tokens": gen,
+            }
+            async with s.post(f"{base}/v1/chat/completions", json=body) as r:
+                data: Any = json.loads(await r.read())
+                codes[r.status] += 1
+                if r.status >= 500:
+                    reasons.append(str(data["error"]["message"]))
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+    return codes, reasons
+
+
+def test_a_burst_leaves_the_scheduler_serving(burst_cluster: LocalCluster) -> None:
+    base = f"http://{burst_cluster.http_addr}"
+    codes, reasons = asyncio.run(_burst(base, 3000, 256))
+    assert sum(codes.values()) == 3000
+    assert set(codes) <= {200, 429, 503}, codes
+    assert codes[200] > 0
+    assert all(r for r in reasons), reasons  # every 503 says why
+
+    async def after() -> tuple[int, dict[str, Any]]:
+        async with aiohttp.ClientSession() as s:
+            body = {"session": "after", "append_tokens": 100, "gen_tokens": 4}
+            async with s.post(f"{base}/v1/agent/turn", json=body) as r:
+                status = r.status
+            async with s.get(f"{base}/healthz") as h:
+                health: dict[str, Any] = await h.json(content_type=None)
+        return status, health
+
+    status, health = asyncio.run(after())
+    assert status == 200, health
+    assert health["failed"] is None and health["lost"] == []
