@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -26,9 +27,12 @@ SYSTEM = " ".join(f"rule{i} keep the tool outputs short and cite the file" for i
 
 
 def _get(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        body: dict[str, Any] = json.load(resp)
-        return body
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            body: dict[str, Any] = json.load(resp)
+    except urllib.error.HTTPError as err:  # 503 = degraded or failed: the body says why
+        body = json.load(err)
+    return body
 
 
 def _stats(cl: LocalCluster) -> dict[str, dict[str, Any]]:

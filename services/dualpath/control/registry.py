@@ -14,10 +14,10 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from dualpath.control import keys
 from dualpath.control.common import pack, raise_if_cancelling, require_bytes_client, unpack
+from dualpath.control.resilience import REDIS_ERRORS, Outage
 
 SCHEMA = 1
 _SCAN_COUNT = 500
@@ -83,26 +83,35 @@ class Registry:
     async def deregister(self, member: Member) -> None:
         await self._r.delete(self._key(member))
 
-    async def heartbeat_forever(self, member: Member, interval_s: float | None = None) -> None:
+    async def heartbeat_forever(
+        self, member: Member, interval_s: float | None = None, outage: Outage | None = None
+    ) -> None:
         """Re-register every `interval_s` (default ttl/3) until cancelled.
 
         A Redis outage is logged and retried rather than raised: the member is still alive,
         and ending the heartbeat would turn a transient outage into a permanent removal.
+        Each write is bounded by `beat_timeout` so a hung call cannot hold the next beat
+        back past the TTL; while Redis is down, retries back off up to `interval_s`, so the
+        member re-registers within one interval of Redis coming back.
         """
         interval = self.check_interval(interval_s)
-        failing = False
+        timeout = self.beat_timeout(interval)
+        state = outage or Outage(f"heartbeat:{member.name}", cap_s=interval)
         while True:
             try:
-                await self.register(member)
-                if failing:
-                    _log.warning("registry: heartbeat of %s works again", member.name)
-                failing = False
-            except RedisError as e:
-                if not failing:
-                    _log.warning("registry: heartbeat of %s failed (%s), retrying", member.name, e)
-                failing = True
+                async with asyncio.timeout(timeout):
+                    await self.register(member)
+                state.ok()
+                delay = interval
+            except REDIS_ERRORS as e:
+                delay = min(interval, state.failed(e))
             raise_if_cancelling()
-            await asyncio.sleep(interval)
+            await asyncio.sleep(delay)
+
+    def beat_timeout(self, interval_s: float) -> float:
+        """Deadline of one heartbeat write: a beat that started on time and timed out still
+        leaves room for the next one before the TTL runs out (interval + timeout < ttl)."""
+        return max(interval_s, self.ttl_s / 3)
 
     def check_interval(self, interval_s: float | None) -> float:
         interval = self.ttl_s / 3 if interval_s is None else interval_s
@@ -113,8 +122,15 @@ class Registry:
             )
         return interval
 
-    async def members(self, role: str | None = None) -> list[Member]:
-        """Live members (optionally of one role), sorted by name."""
+    async def members(
+        self, role: str | None = None, timeout_s: float | None = None
+    ) -> list[Member]:
+        """Live members (optionally of one role), sorted by name; `timeout_s` bounds the
+        whole read (SCAN pages + MGET), raising TimeoutError."""
+        async with asyncio.timeout(timeout_s):
+            return await self._members(role)
+
+    async def _members(self, role: str | None) -> list[Member]:
         pattern = keys.members_pattern(self._run, role)
         found = [k async for k in self._r.scan_iter(match=pattern, count=_SCAN_COUNT)]
         if not found:
@@ -136,19 +152,35 @@ class Registry:
             if not isinstance(n, int) or n < 0:
                 raise ValueError(f"roles_counts[{role!r}]={n!r} must be an int >= 0")
         deadline = time.monotonic() + timeout_s
+        # A Redis that is restarting or briefly unreachable is waited for like a missing
+        # member: only the deadline ends the wait.
+        outage = Outage(f"registry-wait:{self._run}", cap_s=max(poll_s, 0.5))
         while True:
-            live = [m for m in await self.members() if m.role in roles_counts]
+            live: list[Member] = []
+            try:
+                live = [
+                    m
+                    for m in await self.members(timeout_s=max(self.ttl_s / 3, poll_s))
+                    if m.role in roles_counts
+                ]
+                outage.ok()
+            except REDIS_ERRORS as e:
+                outage.failed(e)
             missing = _missing(roles_counts, live)
             if not missing:
                 return live
             if time.monotonic() >= deadline:
+                why = f"; Redis unreachable: {outage.last_error}" if outage.down else ""
                 raise TimeoutError(
                     f"run {self._run}: after {timeout_s:g}s still missing "
                     + ", ".join(missing)
                     + " (check that those services started and reach this Redis)"
+                    + why
                 )
             raise_if_cancelling()
-            await asyncio.sleep(poll_s)
+            await asyncio.sleep(
+                poll_s if not outage.down else max(poll_s, outage.next_try - time.monotonic())
+            )
 
 
 def _missing(roles_counts: dict[str, int], live: list[Member]) -> list[str]:
@@ -161,12 +193,17 @@ def _missing(roles_counts: dict[str, int], live: list[Member]) -> list[str]:
 
 
 class Heartbeat:
-    """Owns the heartbeat task of one member, for a service's composition root."""
+    """Owns the heartbeat task of one member, for a service's composition root.
+
+    `outage` tells whether the beats currently reach Redis (the service's health reports
+    an unreachable control plane from it).
+    """
 
     def __init__(self, registry: Registry, member: Member, interval_s: float | None = None) -> None:
         self._registry = registry
         self.member = member
         self._interval_s = registry.check_interval(interval_s)
+        self.outage = Outage(f"heartbeat:{member.name}", cap_s=self._interval_s)
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -178,7 +215,7 @@ class Heartbeat:
         if self.running:
             return
         self._task = asyncio.create_task(
-            self._registry.heartbeat_forever(self.member, self._interval_s),
+            self._registry.heartbeat_forever(self.member, self._interval_s, self.outage),
             name=f"heartbeat-{self.member.name}",
         )
 
@@ -193,8 +230,9 @@ class Heartbeat:
             if exc is not None:
                 raise exc
         try:
-            await self._registry.deregister(self.member)
-        except RedisError as e:
+            async with asyncio.timeout(self._registry.beat_timeout(self._interval_s)):
+                await self._registry.deregister(self.member)
+        except REDIS_ERRORS as e:
             raise_if_cancelling()
             # The entry still expires after the TTL, so shutdown need not fail for this.
-            _log.warning("registry: deregister of %s failed (%s)", self.member.name, e)
+            _log.warning("registry: deregister of %s failed (%r)", self.member.name, e)

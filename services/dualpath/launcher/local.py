@@ -1,4 +1,8 @@
-"""A local emulated cluster: Redis + storage + one process per node + the scheduler."""
+"""A local emulated cluster: Redis + storage + one process per node + the scheduler.
+
+Every child (Redis included) dies with the process that started the cluster, even if that
+process is SIGKILLed (control/lifeline.py): start the cluster from the main thread.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import yaml
 
 from dualpath.config.settings import Scenario
 from dualpath.control import Member, RedisServer, Registry
-from dualpath.launcher.procs import ClusterStartError, ProcessGroup
+from dualpath.launcher.procs import ClusterStartError, ProcessGroup, RestartPolicy
 from dualpath.serving.host import expected_members
 
 
@@ -30,6 +34,8 @@ class UpOptions:
     start_timeout_s: float = 120.0
     run_timeout_s: float = 3600.0  # deadline of one turn through the HTTP API (wall)
     grace_s: float = 10.0
+    # what check_alive() does when a service exits once the cluster is up (`--restart`)
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
 
 
 @dataclass
@@ -80,6 +86,7 @@ class LocalCluster:
             "scheduler", ["serve", "scheduler", "--http-port", str(o.http_port), *common]
         )
         asyncio.run(self._wait_healthy())
+        self.group.supervise(o.restart)
 
     async def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.opts.start_timeout_s

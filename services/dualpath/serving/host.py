@@ -1,15 +1,22 @@
 """One service process: the composition root of `dualpath serve ROLE` (DESIGN §7).
 
-Lifecycle (reference/conventions.md B1): build the core objects, start the gRPC server with
-the health service (NOT_SERVING until every peer is known), the admin/HTTP app, register in
-Redis with a TTL heartbeat, wait for the whole run to register, serve; on SIGTERM/SIGINT flip
-health to NOT_SERVING, deregister, stop the shell, give in-flight RPCs `grace_s`, close.
+Lifecycle (reference/conventions.md B1): tie the process to its launcher (lifeline.py), build
+the core objects, start the gRPC server with the health service (NOT_SERVING until every peer
+is known), the admin/HTTP app, register in Redis with a TTL heartbeat, wait for the whole run
+to register, serve; on SIGTERM/SIGINT (or the launcher's death) flip health to NOT_SERVING,
+deregister, stop the shell, give in-flight RPCs `grace_s`, close; every step has a deadline.
+
+While serving, Redis is optional: the membership watch keeps the last read through an outage
+(control/watch.py), the heartbeat and the event buffer retry with backoff, and `/healthz`
+says `degraded` until Redis answers again (serving/service.py `Health`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -22,16 +29,27 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dualpath.config.settings import Scenario
-from dualpath.control import Heartbeat, Member, Registry, run_epoch
+from dualpath.control import (
+    Heartbeat,
+    Member,
+    MembershipWatch,
+    Registry,
+    lifeline,
+    make_client,
+    run_epoch,
+)
 from dualpath.core.clock import RealClock
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import CHANNEL_OPTIONS, Peers
 from dualpath.serving.prom import ServiceCollector, registry_for
-from dualpath.serving.service import ServiceShell
+from dualpath.serving.service import Health, ServiceShell
 
 ShellFactory = Callable[
     [ServeOptions, Scenario, RealClock, aioredis.Redis], Awaitable[ServiceShell]
 ]
+
+
+log = logging.getLogger(__name__)
 
 
 class StartupError(RuntimeError):
@@ -43,8 +61,16 @@ def expected_members(sc: Scenario) -> dict[str, int]:
     return {"storage": 1, "scheduler": 1, "prefill": t.prefill_nodes, "decode": t.decode_nodes}
 
 
+def expected_names(sc: Scenario) -> set[str]:
+    t = sc.topology
+    nodes = [f"prefill{i}" for i in range(t.prefill_nodes)]
+    nodes += [f"decode{i}" for i in range(t.decode_nodes)]
+    return {"storage", "scheduler", *nodes}
+
+
 async def _connect(opts: ServeOptions) -> aioredis.Redis:
-    r = aioredis.Redis.from_url(opts.redis_url, socket_timeout=opts.rpc_timeout_s)
+    # Short per-call deadlines: the heartbeat must beat several times per TTL.
+    r = make_client(opts.redis_url, min(opts.rpc_timeout_s, opts.heartbeat_ttl_s))
     try:
         await asyncio.wait_for(r.ping(), opts.rpc_timeout_s)
     except (TimeoutError, OSError, aioredis.RedisError) as exc:
@@ -56,28 +82,31 @@ async def _connect(opts: ServeOptions) -> aioredis.Redis:
     return r
 
 
-def _admin_app(shell: ServiceShell, reg: Any) -> web.Application:
-    async def healthz(_: web.Request) -> web.Response:
-        body = {
-            "status": "ok" if not shell.fatal.done() else "failed",
-            "ready": shell.ready,
-            **shell.health(),
-        }
-        return web.json_response(body, status=200 if body["status"] == "ok" else 503)
+def _http_app(shell: ServiceShell, report: Health, reg: Any) -> web.Application:
+    app = shell.http_app()
+    if app is None:
+        return _admin_app(report, reg)
+    app.middlewares.append(report.middleware())  # innermost: the app still counts it
+    return app
 
+
+def _admin_app(health: Health, reg: Any) -> web.Application:
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(
             body=generate_latest(reg), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
 
     app = web.Application()
-    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/healthz", health.healthz)
+    app.router.add_get("/livez", health.livez)
     app.router.add_get("/metrics", metrics)
     return app
 
 
-async def _start_http(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app, access_log=None)
+async def _start_http(app: web.Application, opts: ServeOptions) -> tuple[web.AppRunner, str]:
+    host = opts.host
+    port = opts.http_port if opts.role == "scheduler" else opts.admin_port
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=opts.grace_s)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:
@@ -101,17 +130,9 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
-async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> None:
-    """Run one service until SIGTERM/SIGINT (returns) or a fatal error (raises it)."""
-    r = await _connect(opts)
-    epoch = (
-        opts.epoch
-        if opts.epoch is not None
-        else await run_epoch(r, opts.run_id, time.perf_counter())
-    )
-    clock = RealClock(opts.dilation, epoch=epoch)
-    shell = await make_shell(opts, sc, clock, r)
-    reg = registry_for(ServiceCollector(shell.name, clock, shell.owned_links, shell.gauges()))
+async def _start_grpc(
+    opts: ServeOptions, shell: ServiceShell
+) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
     server = grpc.aio.server(
         options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=opts.max_concurrent_rpcs
     )
@@ -123,38 +144,92 @@ async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> N
     if port == 0:
         raise StartupError(f"--grpc-port {opts.grpc_port}: cannot bind on {opts.host}")
     await server.start()
-    app = shell.http_app() or _admin_app(shell, reg)
-    http_port = opts.http_port if opts.role == "scheduler" else opts.admin_port
-    runner, admin_addr = await _start_http(app, opts.host, http_port)
-    registry = Registry(r, opts.run_id, ttl_s=opts.heartbeat_ttl_s)
-    member = Member(opts.role, opts.name, f"{opts.host}:{port}", admin_addr, {})
-    beat = Heartbeat(registry, member)
+    return server, hs, port
+
+
+async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> None:
+    """Run one service until SIGTERM/SIGINT or its launcher's death (returns) or a fatal
+    error (raises it)."""
+    parent = lifeline.expected_parent()
+    if not lifeline.arm(parent):
+        raise StartupError(f"the launcher (pid {parent}) exited before {opts.name} started")
+    r = await _connect(opts)
+    epoch = (
+        opts.epoch
+        if opts.epoch is not None
+        else await run_epoch(r, opts.run_id, time.perf_counter())
+    )
+    clock = RealClock(opts.dilation, epoch=epoch)
+    shell = await make_shell(opts, sc, clock, r)
+    reg = registry_for(ServiceCollector(shell.name, clock, shell.owned_links, shell.gauges()))
+    server, hs, port = await _start_grpc(opts, shell)
+    report = Health(shell, expected_names(sc) - {opts.name})
+    runner, admin_addr = await _start_http(_http_app(shell, report, reg), opts)
+    ttl = opts.heartbeat_ttl_s
+    registry = Registry(r, opts.run_id, ttl_s=ttl)
+    meta = {"pid": str(os.getpid())}  # tells a restarted process from its predecessor
+    beat = Heartbeat(
+        registry, Member(opts.role, opts.name, f"{opts.host}:{port}", admin_addr, meta)
+    )
     beat.start()
     peers = Peers()
+
+    def on_members(members: list[Member]) -> None:
+        peers.update(members)
+        shell.on_members(members)
+
+    # settle: one heartbeat interval (ttl/3) plus margin for every member to re-register
+    watch = MembershipWatch(
+        registry, on_members, ttl / 2, ttl / 3, ttl / 2, f"registry-watch:{opts.name}"
+    )
+    report.outages += [beat.outage, watch.outage]
+    report.watch = watch
     stop = _stop_event()
+    tasks: list[asyncio.Task[Any]] = []
+    if parent is not None:
+        tasks.append(asyncio.create_task(lifeline.watch_parent(parent, stop.set)))
     try:
-        await _join(opts, sc, registry, peers, shell, stop)
+        await _join(opts, sc, registry, peers, watch, shell, stop)
         await hs.set("", health_pb2.HealthCheckResponse.SERVING)
-        watch = asyncio.create_task(_watch(registry, peers, shell, opts.heartbeat_ttl_s))
-        waiter = asyncio.create_task(stop.wait())
-        ends: list[asyncio.Future[Any]] = [waiter, watch]
+        watcher = asyncio.create_task(watch.run())
+        tasks += [watcher, asyncio.create_task(stop.wait())]
+        ends: list[asyncio.Future[Any]] = list(tasks[-2:])
         if shell.exit_on_fatal:
             ends.append(shell.fatal)
         await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
-        for t in (watch, waiter):
-            t.cancel()
-        if watch.done() and not watch.cancelled() and watch.exception() is not None:
-            raise watch.exception()  # type: ignore[misc]
+        if watcher.done() and not watcher.cancelled():
+            watcher.result()  # the watch survives Redis outages: ending is a bug, say it
         if shell.exit_on_fatal and shell.fatal.done():
             shell.fatal.result()
     finally:
-        await hs.enter_graceful_shutdown()
-        await beat.stop()
-        await shell.stop()
-        await server.stop(opts.grace_s)
-        await runner.cleanup()
-        await peers.close()
-        await r.aclose()
+        report.stopping = True
+        for t in tasks:
+            t.cancel()
+        await _shutdown(
+            opts.name,
+            [
+                ("health", hs.enter_graceful_shutdown, 1.0),
+                ("deregister", beat.stop, ttl),
+                ("shell", shell.stop, opts.grace_s + ttl),
+                ("grpc", lambda: server.stop(opts.grace_s), opts.grace_s + 2),
+                ("http", runner.cleanup, opts.grace_s + 2),
+                ("peers", peers.close, 2.0),
+                ("redis", r.aclose, 2.0),
+            ],
+        )
+
+
+async def _shutdown(
+    name: str, steps: list[tuple[str, Callable[[], Awaitable[Any]], float]]
+) -> None:
+    """Run every shutdown step, each within its deadline: one failing or hanging step (e.g.
+    a flush to an unreachable Redis) must not keep the others from releasing ports."""
+    for step, run, deadline_s in steps:
+        try:
+            async with asyncio.timeout(deadline_s):
+                await run()
+        except Exception as exc:  # logged; the remaining steps still run
+            log.warning("shutdown: step failed service=%s step=%s error=%r", name, step, exc)
 
 
 async def _join(
@@ -162,6 +237,7 @@ async def _join(
     sc: Scenario,
     registry: Registry,
     peers: Peers,
+    watch: MembershipWatch,
     shell: ServiceShell,
     stop: asyncio.Event,
 ) -> None:
@@ -180,13 +256,6 @@ async def _join(
             f"discovery: {exc}; are all services of run {opts.run_id!r} up?"
         ) from None
     peers.update(members)
+    watch.seed(members)
     await shell.on_peers(peers)
     shell.ready = True
-
-
-async def _watch(registry: Registry, peers: Peers, shell: ServiceShell, ttl_s: float) -> None:
-    while True:
-        await asyncio.sleep(ttl_s / 2)
-        members = await registry.members()
-        peers.update(members)
-        shell.on_members(members)

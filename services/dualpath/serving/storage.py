@@ -191,6 +191,7 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
             self._flusher.cancel()
             await asyncio.gather(self._flusher, return_exceptions=True)
         await self.flush_index()  # nothing persisted is lost on a graceful stop
+        await self.index.close()  # its background retry of writes Redis refused
         await self.events.close()
 
     def stats(self) -> dict[str, Any]:
