@@ -70,3 +70,37 @@ def test_a_burst_leaves_the_scheduler_serving(burst_cluster: LocalCluster) -> No
     status, health = asyncio.run(after())
     assert status == 200, health
     assert health["failed"] is None and health["lost"] == []
+
+
+def test_clients_that_hang_up_leave_the_queue(burst_cluster: LocalCluster) -> None:
+    """Clients that give up after 0.5 s while their turns still wait for a PE or a DE: those
+    turns leave the queues (counted); turns already reading run to their end."""
+    base = f"http://{burst_cluster.http_addr}"
+
+    async def impatient(n: int) -> int:
+        gave_up = 0
+        timeout = aiohttp.ClientTimeout(total=0.5)
+        conn = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=conn, timeout=timeout) as s:
+
+            async def one(i: int) -> None:
+                nonlocal gave_up
+                body = {"session": f"hang-{i}", "append_tokens": 30_000, "gen_tokens": 64}
+                try:
+                    async with s.post(f"{base}/v1/agent/turn", json=body) as r:
+                        await r.read()
+                except TimeoutError:
+                    gave_up += 1
+
+            await asyncio.gather(*(one(i) for i in range(n)))
+        return gave_up
+
+    async def health() -> dict[str, Any]:
+        async with aiohttp.ClientSession() as s, s.get(f"{base}/healthz") as h:
+            data: dict[str, Any] = await h.json(content_type=None)
+            return data
+
+    assert asyncio.run(impatient(300)) > 0
+    h = asyncio.run(health())
+    assert h["cancelled"] > 0 and h["failed"] is None, h
+    assert h["inflight"] < 300 - h["cancelled"] + 1, h

@@ -98,6 +98,10 @@ class GlobalScheduler:
         assert req.de is not None
         self._kick("de", [req.de.group])
 
+    def kick_prefill(self, group: int) -> None:
+        """A PE group's state changed from outside (a request left): let it fetch again."""
+        self._kick("pe", [group])
+
     # --- fetch scheduling ---------------------------------------------------------------
     def _kick(self, side: str, groups: Sequence[int] | range) -> None:
         if self.ctx.engine.fetch_mode == "periodic":

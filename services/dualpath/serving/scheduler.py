@@ -26,6 +26,7 @@ from dualpath.frontdoor import (
     TurnSpec,
     make_app,
 )
+from dualpath.policies.base import release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2, scheduler_pb2_grpc
 from dualpath.serving.admission import Admission
 from dualpath.serving.events import EventSink
@@ -60,6 +61,8 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         pe_gpus = sum(len(g) for g in c.scheduler.pe_groups)
         rate = pe_gpus * c.limits.beta / c.scenario.policy.beta_s
         self.admission = Admission(rate, opts.max_queue_delay_s)
+        self._turns: dict[int, Request] = {}  # id(spec) -> its request, while it runs
+        self.cancelled = 0
         self.lost: set[str] = set()
         self.exit_on_fatal = False  # keep serving so clients learn why the run failed
 
@@ -147,6 +150,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         except CapacityError as exc:
             raise BadTurn(str(exc)) from None
         self.admission.admitted(req.prompt)
+        self._turns[id(spec)] = req
         waiting = True
 
         def prefilled() -> None:  # the prefill ended: its work leaves the admission queue
@@ -171,6 +175,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         except Exception as exc:  # this turn's remote work failed: say so, explicitly
             raise BackendUnavailable(f"turn {req.rid} failed: {_describe(exc)}") from None
         finally:
+            self._turns.pop(id(spec), None)
             if waiting:  # failed before its prefill ended
                 waiting = False
                 self.admission.prefilled(req.prompt)
@@ -187,6 +192,29 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             second_token_s=req.t_second,
             last_token_s=req.t_last,
         )
+
+    async def cancel_turn(self, spec: TurnSpec) -> None:
+        """The client hung up. A turn still waiting for its PE or its DE leaves the queue and
+        gives back the PE's tok_e/seq_e; a turn whose KV read has started runs to its end,
+        so its reads and persists stay exactly accounted (the work is on the links)."""
+        req = self._turns.get(id(spec))
+        if req is None or req.de is not None or req.done.done():
+            return
+        s = self.sched
+        queue = s.pe_queue if req.pe is None else s.de_queue
+        for q in (queue, *([] if req.pe is None else s.de_private)):
+            if req in q:
+                q.remove(req)
+                break
+        else:
+            return
+        if req.pe is not None:
+            release_prefill(req)
+            s.kick_prefill(req.pe.group)
+        s.inflight.pop(req.rid, None)
+        self.sched.first_token.pop(req.rid, None)
+        self.cancelled += 1
+        req.done.cancel()  # run_turn ends with CancelledError: nothing recorded
 
     def http_app(self) -> web.Application:
         c = self.world.cluster
@@ -231,6 +259,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             "failed": str(self.fatal.exception()) if self.fatal.done() else None,
             "queue_delay_s": round(self.admission.queue_delay_s, 3),
             "shed": self.admission.shed,
+            "cancelled": self.cancelled,
         }
 
     def stats(self) -> dict[str, Any]:
