@@ -24,7 +24,8 @@ class ServeOptions:
     transfer_timeout_s: float = 600.0  # deadline of calls that wait for emulated work
     max_concurrent_rpcs: int = 20_000  # beyond: RESOURCE_EXHAUSTED (shed, don't queue)
     max_inflight: int = 4096  # scheduler: turns in flight before HTTP 429
-    # scheduler: HTTP 429 once the waiting prefill work exceeds this (emulated s; admission.py)
+    # scheduler: HTTP 429 while the oldest admitted turn has waited longer than this for its
+    # prefill (emulated s; admission.py)
     max_queue_delay_s: float = 8.0
     heartbeat_ttl_s: float = 3.0
     grace_s: float = 5.0  # SIGTERM: in-flight RPCs get this long

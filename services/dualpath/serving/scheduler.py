@@ -58,9 +58,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         self.sched.fatal.add_done_callback(self._on_fatal)
         self.sched.on_done = self._record_done
         self._rids = itertools.count(1)
-        pe_gpus = sum(len(g) for g in c.scheduler.pe_groups)
-        rate = pe_gpus * c.limits.beta / c.scenario.policy.beta_s
-        self.admission = Admission(rate, opts.max_queue_delay_s)
+        self.admission = Admission(clock.now, opts.max_queue_delay_s)
         self._turns: dict[int, Request] = {}  # id(spec) -> its request, while it runs
         self.cancelled = 0
         self.lost: set[str] = set()
@@ -149,7 +147,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             self.sched.submit(req)
         except CapacityError as exc:
             raise BadTurn(str(exc)) from None
-        self.admission.admitted(req.prompt)
+        self.admission.admitted(req.rid)
         self._turns[id(spec)] = req
         waiting = True
 
@@ -157,7 +155,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             nonlocal waiting
             if waiting:
                 waiting = False
-                self.admission.prefilled(req.prompt)
+                self.admission.prefilled(req.rid)
             if first_token is not None:
                 first_token()
 
@@ -178,7 +176,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             self._turns.pop(id(spec), None)
             if waiting:  # failed before its prefill ended
                 waiting = False
-                self.admission.prefilled(req.prompt)
+                self.admission.prefilled(req.rid)
         return TurnResult(
             request_id=req.rid,
             session=req.session,
