@@ -13,6 +13,7 @@ client disconnected before the turn finished (see `Hangups`).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -67,6 +68,9 @@ class BadTurn(Exception):  # noqa: N818
         self.param = param
 
 
+TokensFn = Callable[[int, float], None]
+
+
 class TurnBackend(Protocol):
     async def run_turn(
         self, spec: TurnSpec, first_token: Callable[[], None] | None = None
@@ -78,6 +82,37 @@ class TurnBackend(Protocol):
         `BackendUnavailable` or `BadTurn`.
         """
         ...
+
+
+class StreamingBackend(TurnBackend, Protocol):
+    """A backend that also reports the tokens after the first as they are generated.
+
+    Optional, like cancellation: the front door passes `on_tokens` (by keyword) only to a
+    backend whose `run_turn` accepts it, and only for streamed turns."""
+
+    async def run_turn(
+        self,
+        spec: TurnSpec,
+        first_token: Callable[[], None] | None = None,
+        on_tokens: TokensFn | None = None,
+    ) -> TurnResult:
+        """As `TurnBackend.run_turn`; also calls `on_tokens(n, t)` when the turn's first `n`
+        tokens exist, the n-th generated at emulated time t (n grows from call to call;
+        call it when that time comes, not before, so the stream shows the decode cadence).
+        Tokens not yet reported when this returns are sent with the end of the stream.
+        """
+        ...
+
+
+def accepts_tokens(backend: TurnBackend) -> bool:
+    """Whether `backend.run_turn` takes `on_tokens` (a `StreamingBackend`)."""
+    try:
+        params = inspect.signature(backend.run_turn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "on_tokens" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
 
 
 class CancellableBackend(TurnBackend, Protocol):

@@ -12,7 +12,7 @@ from typing import Any
 from dualpath.frontdoor.backend import TurnResult
 from dualpath.frontdoor.metrics import timings
 
-CHUNK_TOKENS = 64  # the tail of a stream goes out in a few chunks of this many tokens
+CHUNK_TOKENS = 64  # a tail known all at once goes out in a few chunks of this many tokens
 
 Obj = dict[str, Any]
 
@@ -60,6 +60,10 @@ class Shape:
         if self.chat:
             return [self._chunk({"role": "assistant", "content": ""}), self._chunk(token)]
         return [self._chunk(token)]
+
+    def more(self, tokens: list[str]) -> list[Obj]:
+        """Tokens of a stream as they are generated (not the last: `rest` ends it)."""
+        return [self._chunk("".join(tokens))]
 
     def rest(self, tokens: list[str], result: TurnResult) -> list[Obj]:
         groups = [tokens[i : i + CHUNK_TOKENS] for i in range(0, len(tokens), CHUNK_TOKENS)]

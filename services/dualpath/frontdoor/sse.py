@@ -1,11 +1,15 @@
 """Server-sent events for streamed completions.
 
-Streaming semantics: the first token is sent as soon as the backend reports it; the rest
-arrive together when the turn completes, because the emulated decode engines report a
-request once, at its end, not token by token. Errors found before the first byte are
-ordinary HTTP errors; after it they become an in-stream `data: {"error": ...}` event (the
-OpenAI SDKs raise on it). A client that hangs up before the turn ends stops the writing
-and, through `Hangups`, asks the backend to cancel the turn.
+Streaming semantics: the first token is sent as soon as the backend reports it; with a
+backend that reports decode progress (`StreamingBackend`, the live cluster) every later
+token is sent when the backend says it exists, which it does at the token's emulated time,
+so a client measures the emulated TTST and TPOT (within the dilation and the host's lag).
+Tokens that pile up while a write is in progress go out together in one chunk. With a
+backend that does not report progress, the rest arrive together when the turn completes.
+Errors found before the first byte are ordinary HTTP errors; after it they become an
+in-stream `data: {"error": ...}` event (the OpenAI SDKs raise on it). A client that hangs
+up before the turn ends stops the writing and, through `Hangups`, asks the backend to
+cancel the turn.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ Chunk = Mapping[str, Any]
 
 class ChunkMaker(Protocol):
     def first(self, token: str) -> Sequence[Chunk]: ...
+
+    def more(self, tokens: list[str]) -> Sequence[Chunk]: ...
 
     def rest(self, tokens: list[str], result: TurnResult) -> Sequence[Chunk]: ...
 
@@ -69,6 +75,19 @@ class SseWriter:
             self.connected = False
 
 
+class _Progress:
+    """How many tokens of the turn exist; `changed` is set when that grows."""
+
+    def __init__(self) -> None:
+        self.known = 0
+        self.changed = asyncio.Event()
+
+    def advance(self, n: int) -> None:
+        if n > self.known:
+            self.known = n
+            self.changed.set()
+
+
 async def stream_turn(
     request: web.Request,
     runner: TurnRunner,
@@ -78,35 +97,57 @@ async def stream_turn(
     hangups: Hangups,
 ) -> web.StreamResponse:
     loop = asyncio.get_running_loop()
-    first = asyncio.Event()
+    progress = _Progress()
 
+    # call_soon_threadsafe: correct whether the backend calls back from the loop or not.
     def on_first_token() -> None:
-        # call_soon_threadsafe: correct whether the backend calls back from the loop or not.
-        loop.call_soon_threadsafe(first.set)
+        loop.call_soon_threadsafe(progress.advance, 1)
 
-    task = runner.start(spec, on_first_token)
+    def on_tokens(n: int, _emulated_t: float) -> None:
+        loop.call_soon_threadsafe(progress.advance, n)
+
+    task = runner.start(spec, on_first_token, on_tokens)
     with hangups.watch(spec, task, lambda: request.transport is None):
-        return await _stream(request, task, first, tokens, chunks)
+        return await _stream(request, task, progress, tokens, spec.gen_tokens, chunks)
+
+
+async def _until(task: asyncio.Task[TurnResult], progress: _Progress) -> None:
+    """Wait for more tokens or the end of the turn, whichever comes first."""
+    if progress.changed.is_set() or task.done():
+        return
+    waiter = asyncio.ensure_future(progress.changed.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
 
 
 async def _stream(
     request: web.Request,
     task: asyncio.Task[TurnResult],
-    first: asyncio.Event,
+    progress: _Progress,
     tokens: Callable[[int], list[str]],
+    gen: int,
     chunks: ChunkMaker,
 ) -> web.StreamResponse:
-    waiter = asyncio.ensure_future(first.wait())
-    try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-    if task.done():
+    text = tokens(gen)  # prefix-stable: token k is the same whatever the count
+    await _until(task, progress)
+    if progress.known < 1:
         task.result()  # a failure before any byte is sent is a plain HTTP error
     sse = SseWriter(request)
     await sse.open()
-    for chunk in chunks.first(tokens(1)[0]):
+    for chunk in chunks.first(text[0]):
         await sse.send(chunk)
+    sent = 1
+    progress.changed.clear()
+    while not task.done():
+        await _until(task, progress)
+        progress.changed.clear()
+        upto = min(progress.known, len(text))
+        if upto > sent and not task.done():  # at the end, the rest goes with the last chunk
+            for chunk in chunks.more(text[sent:upto]):
+                await sse.send(chunk)
+            sent = upto
     try:
         result = await asyncio.shield(task)
     except Exception as exc:  # headers are gone: report in-stream (the runner logs bugs)
@@ -114,7 +155,9 @@ async def _stream(
             exc = ApiError(500, "Internal error while streaming", type_="server_error")
         await sse.send(exc.body())
     else:
-        for chunk in chunks.rest(tokens(result.generated_tokens)[1:], result):
+        if result.generated_tokens != len(text):
+            text = tokens(result.generated_tokens)
+        for chunk in chunks.rest(text[sent:], result):
             await sse.send(chunk)
     await sse.close()
     return sse.response

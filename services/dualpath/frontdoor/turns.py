@@ -11,14 +11,18 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from dualpath.frontdoor.backend import (
     BackendBusy,
     BackendUnavailable,
     BadTurn,
+    StreamingBackend,
+    TokensFn,
     TurnBackend,
     TurnResult,
     TurnSpec,
+    accepts_tokens,
 )
 from dualpath.frontdoor.errors import ApiError
 from dualpath.frontdoor.metrics import FrontDoorMetrics
@@ -47,6 +51,7 @@ class TurnRunner:
         if max_inflight < 1:
             raise ValueError("max_inflight must be >= 1")
         self._backend = backend
+        self.streams_tokens = accepts_tokens(backend)
         self._metrics = metrics
         self.max_inflight = max_inflight
         self._inflight = 0
@@ -67,13 +72,18 @@ class TurnRunner:
             raise busy(f"{self.max_inflight} turns already in flight; retry after 1 s")
 
     def start(
-        self, spec: TurnSpec, first_token: Callable[[], None] | None = None
+        self,
+        spec: TurnSpec,
+        first_token: Callable[[], None] | None = None,
+        on_tokens: TokensFn | None = None,
     ) -> asyncio.Task[TurnResult]:
-        """Admit a turn (or raise 429) and run it detached; await it via `asyncio.shield`."""
+        """Admit a turn (or raise 429) and run it detached; await it via `asyncio.shield`.
+
+        `on_tokens` reaches the backend only if it can report tokens (`streams_tokens`)."""
         self.check_capacity()
         self._inflight += 1
         self._metrics.running.inc()
-        task = asyncio.create_task(self._run(spec, first_token))
+        task = asyncio.create_task(self._run(spec, first_token, on_tokens))
         self._tasks[task] = spec
         task.add_done_callback(self._finished)
         return task
@@ -81,9 +91,15 @@ class TurnRunner:
     async def run(self, spec: TurnSpec) -> TurnResult:
         return await asyncio.shield(self.start(spec))
 
-    async def _run(self, spec: TurnSpec, first_token: Callable[[], None] | None) -> TurnResult:
+    async def _run(
+        self, spec: TurnSpec, first_token: Callable[[], None] | None, on_tokens: TokensFn | None
+    ) -> TurnResult:
         try:
-            result = await self._backend.run_turn(spec, first_token)
+            if on_tokens is not None and self.streams_tokens:
+                backend = cast(StreamingBackend, self._backend)
+                result = await backend.run_turn(spec, first_token, on_tokens=on_tokens)
+            else:  # the original two-argument call: backends without on_tokens still work
+                result = await self._backend.run_turn(spec, first_token)
         except BackendBusy as exc:
             raise busy(f"The cluster's queue is full ({exc}); retry after 1 s") from exc
         except BackendUnavailable as exc:

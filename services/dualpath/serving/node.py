@@ -69,7 +69,9 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         members = [m for g in mine if g for m in ([g] if lockstep else [[e] for e in g])]
         if self.opts.role == "prefill":
             return [PrefillUnit(self.ctx, es, self._prefilled, self._released) for es in members]
-        return [RemoteDecodeUnit(self.ctx, es, self._decoded, self.io) for es in members]
+        return [
+            RemoteDecodeUnit(self.ctx, es, self._decoded, self.io, self._decoding) for es in members
+        ]
 
     def add_to(self, server: grpc.aio.Server) -> None:
         node_pb2_grpc.add_NodeServicer_to_server(self, server)
@@ -128,6 +130,25 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
                 req,
                 f"hand-over to {req.de.node.name if req.de else '?'} failed: {exc.code().name}",
             )
+
+    def _decoding(
+        self, req: Request, tokens: int, chunk_tokens: int, t_last: float, step_s: float
+    ) -> None:
+        """A decode chunk starts: announce its tokens so a stream can pace them. Every
+        request gets one (this node cannot tell which are streamed); the sender batches
+        them with the chunk's other reports into one RPC."""
+        assert self.reports is not None
+        self.reports.send(
+            scheduler_pb2.Report(
+                kind=scheduler_pb2.REPORT_KIND_PROGRESS,
+                rid=req.rid,
+                t_first=req.t_first,
+                t_last=t_last,
+                tokens=tokens,
+                chunk_tokens=chunk_tokens,
+                step_s=step_s,
+            )
+        )
 
     def _decoded(self, req: Request) -> None:
         self._report(scheduler_pb2.REPORT_KIND_DONE, req)

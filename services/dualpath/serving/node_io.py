@@ -10,7 +10,7 @@ import grpc
 
 from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext, RequestHook
-from dualpath.engines.decode import DecodeUnit
+from dualpath.engines.decode import DecodeUnit, ProgressHook
 from dualpath.engines.request import EngineState
 from dualpath.rpc.v1 import kv_pb2, node_pb2
 from dualpath.serving import payload
@@ -117,9 +117,14 @@ class RemoteDecodeUnit(DecodeUnit):
     are charged here, the store's write link there; the store checks the digests."""
 
     def __init__(
-        self, ctx: EngineContext, engines: list[EngineState], on_done: RequestHook, io: NodeIo
+        self,
+        ctx: EngineContext,
+        engines: list[EngineState],
+        on_done: RequestHook,
+        io: NodeIo,
+        on_progress: ProgressHook | None = None,
     ) -> None:
-        super().__init__(ctx, engines, on_done)
+        super().__init__(ctx, engines, on_done, on_progress)
         self._io = io
 
     def _ship(self, ranges: list[BlockRange], nbytes: float, de: EngineState) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import grpc
 
 from dualpath.blocks import BlockRange
+from dualpath.core.clock import Clock, TimerHandle
 from dualpath.engines.context import EngineContext
 from dualpath.engines.request import EngineState, ReadPath, Request
 from dualpath.engines.scheduler import GlobalScheduler
@@ -49,6 +50,74 @@ class Stages:
         return {k: v / self.n for k, v in self.sums.items()} if self.n else {}
 
 
+TokensHook = Callable[[int, float], None]  # (tokens generated so far, emulated time of the last)
+
+
+class TokenPacer:
+    """Hands a streamed turn's decode tokens to its front door at their emulated times.
+
+    The DE announces each chunk's tokens when the chunk starts (`plan`); this releases
+    token j when the clock reaches its step time, so the client sees the decode cadence
+    (TTST, TPOT) rather than one burst per chunk. A later plan re-times the tokens not yet
+    released (a join cut the chunk short). Token 1 is the PE's and is not paced here: it goes
+    out when its report arrives, a report hop after its emulated time, so every later token
+    is shifted by that same hop (`started`): the client's TTST and TPOT stay exact and only
+    its TTFT carries the hop, which no stream can avoid.
+    """
+
+    def __init__(self, clock: Clock, emit: TokensHook) -> None:
+        self._clock = clock
+        self._emit = emit
+        self._times: list[float] = [0.0]  # _times[j - 1]: emulated time of token j
+        self.sent = 1  # tokens handed over (the first by the turn's first-token hook)
+        self._shift = 0.0  # emulated seconds the first token was late: the others are too
+        self._timer: TimerHandle | None = None
+
+    def started(self, t_first: float) -> None:
+        """The first token (emulated time `t_first`) is being sent now."""
+        self._shift = max(0.0, self._clock.now() - t_first)
+        self._arm()
+
+    def plan(self, tokens: int, chunk_tokens: int, t_last: float, step_s: float) -> None:
+        first = tokens - chunk_tokens + 1
+        if first < 2 or tokens <= self.sent:
+            return  # nothing new (a stale or malformed announcement)
+        # a gap (a lost announcement) is filled with the chunk's first time: never late
+        gap = [t_last - (chunk_tokens - 1) * step_s] * max(0, first - 1 - len(self._times))
+        del self._times[first - 1 :]
+        self._times += gap
+        self._times += [t_last - (tokens - j) * step_s for j in range(first, tokens + 1)]
+        self._arm()
+
+    def finish(self, tokens: int, t_last: float) -> None:
+        """The turn is done: every token exists, release the rest now."""
+        self.cancel()
+        if tokens > self.sent:
+            self.sent = tokens
+            self._emit(tokens, t_last)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self) -> None:
+        self.cancel()
+        if self.sent < len(self._times):
+            self._timer = self._clock.call_at(self._times[self.sent] + self._shift, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = self._clock.now()
+        n = self.sent
+        while n < len(self._times) and self._times[n] + self._shift <= now + 1e-9:
+            n += 1
+        if n > self.sent:
+            self.sent = n
+            self._emit(n, self._times[n - 1])
+        self._arm()
+
+
 class KvReadFailedError(RuntimeError):
     """A node could not verify a request's KV (missing or corrupted block): fail loudly."""
 
@@ -70,6 +139,7 @@ class RemoteScheduler(GlobalScheduler):
         self.peers: Peers | None = None
         self.inflight: dict[int, Request] = {}
         self.first_token: dict[int, Callable[[], None]] = {}
+        self.pacers: dict[int, TokenPacer] = {}  # streamed turns only
         self.stages = Stages()
         self.on_done: Callable[[Request], None] = lambda _req: None
 
@@ -152,6 +222,10 @@ class RemoteScheduler(GlobalScheduler):
             return  # a report for a turn this scheduler no longer tracks (restarted run)
         if rep.kind == scheduler_pb2.REPORT_KIND_PE_RELEASED:
             self._released(req, rep)
+        elif rep.kind == scheduler_pb2.REPORT_KIND_PROGRESS:
+            pacer = self.pacers.get(rep.rid)
+            if pacer is not None:
+                pacer.plan(rep.tokens, rep.chunk_tokens, rep.t_last, rep.step_s)
         elif rep.kind == scheduler_pb2.REPORT_KIND_DONE:
             self._done(req, rep)
         elif rep.kind == scheduler_pb2.REPORT_KIND_FAILED:
@@ -174,6 +248,7 @@ class RemoteScheduler(GlobalScheduler):
             return
         self.ctx.metrics.failed += 1
         hook = self.first_token.pop(req.rid, None)
+        self.forget_pacer(req.rid)
         pe, de = req.pe, req.de
         if pe is not None and req.t_first < 0:  # the PE never reported its release
             release_prefill(req)
@@ -185,6 +260,11 @@ class RemoteScheduler(GlobalScheduler):
             hook()  # the admission queue forgets its prefill work
         if not req.done.done():
             req.done.set_exception(exc)
+
+    def forget_pacer(self, rid: int) -> None:
+        pacer = self.pacers.pop(rid, None)
+        if pacer is not None:
+            pacer.cancel()
 
     def _released(self, req: Request, rep: scheduler_pb2.Report) -> None:
         pe = req.pe
@@ -203,6 +283,9 @@ class RemoteScheduler(GlobalScheduler):
         self.first_token.pop(req.rid, None)
         req.t_first, req.t_second, req.t_last = rep.t_first, rep.t_second, rep.t_last
         req.generated = req.gen
+        pacer = self.pacers.pop(req.rid, None)
+        if pacer is not None:  # before the turn returns: the stream's tokens come first
+            pacer.finish(req.gen, req.t_last)
         release_decode(req)
         self.ctx.metrics.finish(req)
         self.stages.add(req)

@@ -33,7 +33,7 @@ from dualpath.serving.events import EventSink
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Ctx, Peers
 from dualpath.serving.prom import ServiceCollector, registry_for
-from dualpath.serving.remote_scheduler import RemoteScheduler
+from dualpath.serving.remote_scheduler import RemoteScheduler, TokenPacer
 from dualpath.serving.service import ServiceShell
 from dualpath.serving.stats import base_stats, pack
 from dualpath.serving.world import World, build_world
@@ -119,7 +119,10 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
 
     # --- the front door's backend ----------------------------------------------------
     async def run_turn(
-        self, spec: TurnSpec, first_token: Callable[[], None] | None = None
+        self,
+        spec: TurnSpec,
+        first_token: Callable[[], None] | None = None,
+        on_tokens: Callable[[int, float], None] | None = None,
     ) -> TurnResult:
         if self.fatal.done():
             raise BackendUnavailable(f"the run failed: {self.fatal.exception()}")
@@ -156,10 +159,15 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             if waiting:
                 waiting = False
                 self.admission.prefilled(req.rid)
+            pacer = self.sched.pacers.get(req.rid)
+            if pacer is not None:
+                pacer.started(req.t_first)
             if first_token is not None:
                 first_token()
 
         self.sched.first_token[req.rid] = prefilled
+        if on_tokens is not None:  # a stream: its decode tokens at their emulated times
+            self.sched.pacers[req.rid] = TokenPacer(self.clock, on_tokens)
         try:
             # a turn whose node died never reports: it fails at its deadline, not never
             await asyncio.wait_for(asyncio.shield(req.done), self.opts.transfer_deadline())
@@ -174,6 +182,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             raise BackendUnavailable(f"turn {req.rid} failed: {_describe(exc)}") from None
         finally:
             self._turns.pop(id(spec), None)
+            self.sched.forget_pacer(req.rid)
             if waiting:  # failed before its prefill ended
                 waiting = False
                 self.admission.prefilled(req.rid)
@@ -211,6 +220,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             s.kick_prefill(req.pe.group)
         s.inflight.pop(req.rid, None)
         self.sched.first_token.pop(req.rid, None)
+        self.sched.forget_pacer(req.rid)
         self.cancelled += 1
         req.done.cancel()  # run_turn ends with CancelledError: nothing recorded
 

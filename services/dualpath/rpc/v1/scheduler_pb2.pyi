@@ -15,26 +15,34 @@ class ReportKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPORT_KIND_PE_RELEASED: _ClassVar[ReportKind]
     REPORT_KIND_DONE: _ClassVar[ReportKind]
     REPORT_KIND_FAILED: _ClassVar[ReportKind]
+    REPORT_KIND_PROGRESS: _ClassVar[ReportKind]
 REPORT_KIND_UNSPECIFIED: ReportKind
 REPORT_KIND_PE_RELEASED: ReportKind
 REPORT_KIND_DONE: ReportKind
 REPORT_KIND_FAILED: ReportKind
+REPORT_KIND_PROGRESS: ReportKind
 
 class Report(_message.Message):
-    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message")
+    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message", "tokens", "chunk_tokens", "step_s")
     KIND_FIELD_NUMBER: _ClassVar[int]
     RID_FIELD_NUMBER: _ClassVar[int]
     T_FIRST_FIELD_NUMBER: _ClassVar[int]
     T_SECOND_FIELD_NUMBER: _ClassVar[int]
     T_LAST_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    STEP_S_FIELD_NUMBER: _ClassVar[int]
     kind: ReportKind
     rid: int
     t_first: float
     t_second: float
     t_last: float
     message: str
-    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
+    tokens: int
+    chunk_tokens: int
+    step_s: float
+    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ..., tokens: _Optional[int] = ..., chunk_tokens: _Optional[int] = ..., step_s: _Optional[float] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("reports",)
