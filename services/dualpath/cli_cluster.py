@@ -17,6 +17,11 @@ ROLE_HELP = "scheduler, storage, prefill or decode"
 # pace, lag is all the report would measure, and emulated clocks run off to 1e300.
 MAX_SPEEDUP = 10_000.0
 REDIS_PING_S = 2.0  # `up`/`run --redis-url`: an answering Redis replies in microseconds
+TOKEN_FILE_HELP = (
+    "file holding the run's shared token (else $DUALPATH_TOKEN); needed to bind a "
+    "non-loopback --host, and then required on every gRPC call and on /metrics"
+)
+INSECURE_HELP = "allow a non-loopback --host without a token (anyone who reaches it may call it)"
 
 
 def _check_flags(
@@ -47,11 +52,12 @@ def _check_redis_url(url: str) -> None:
     import redis
 
     from dualpath.cli import _fail
+    from dualpath.control.resilience import redact_url
 
     try:
         redis.ConnectionPool.from_url(url).disconnect()  # parses only, connects to nothing
     except ValueError as exc:
-        _fail(f"--redis-url {url!r}: {exc}, e.g. redis://127.0.0.1:6379/0")
+        _fail(f"--redis-url {redact_url(url)!r}: {exc}, e.g. redis://127.0.0.1:6379/0")
 
 
 def _check_redis_answers(url: str) -> None:
@@ -60,6 +66,7 @@ def _check_redis_answers(url: str) -> None:
     import redis
 
     from dualpath.cli import _fail
+    from dualpath.control.resilience import redact_url
 
     client = redis.Redis.from_url(
         url, socket_connect_timeout=REDIS_PING_S, socket_timeout=REDIS_PING_S
@@ -69,8 +76,8 @@ def _check_redis_answers(url: str) -> None:
     except (redis.RedisError, OSError) as exc:
         reason = " ".join(str(exc).split())
         _fail(
-            f"--redis-url {url}: cannot use this Redis ({reason}); start one there, or omit "
-            "--redis-url to have a private one started"
+            f"--redis-url {redact_url(url)}: cannot use this Redis ({reason}); start one "
+            "there, or omit --redis-url to have a private one started"
         )
     finally:
         client.close()
@@ -128,6 +135,8 @@ def serve(
     real_payload: Annotated[
         float, typer.Option(help="ship SCALE x the KV bytes (0 = virtual)")
     ] = 0.0,
+    token_file: Annotated[Path | None, typer.Option(help=TOKEN_FILE_HELP)] = None,
+    insecure: Annotated[bool, typer.Option(help=INSECURE_HELP)] = False,
 ) -> None:
     """Run one service of the emulated cluster (one process per node)."""
     import uvloop
@@ -136,9 +145,14 @@ def serve(
     from dualpath.control import RedisUnavailable, validate_run_id
     from dualpath.serving.host import StartupError
     from dualpath.serving.host import serve as serve_service
-    from dualpath.serving.options import ServeOptions
+    from dualpath.serving.options import ServeOptions, load_token
     from dualpath.serving.roles import factory
 
+    try:  # first: a refused bind must not cost a scenario load, let alone a socket
+        token = load_token(token_file)
+    except ValueError as exc:
+        _fail(str(exc))
+        return
     sc = _scenario(preset, set_)
     ports = {"--grpc-port": grpc_port, "--admin-port": admin_port, "--http-port": http_port}
     _check_flags(speedup, real_payload, ports, redis_url)
@@ -155,7 +169,7 @@ def serve(
         opts = ServeOptions(
             role=role, redis_url=redis_url, run_id=run_id, node=node, host=host,
             grpc_port=grpc_port, admin_port=admin_port, http_port=http_port, epoch=epoch,
-            dilation=speedup, real_payload=real_payload,
+            dilation=speedup, real_payload=real_payload, token=token, insecure=insecure,
         )  # fmt: skip
     except ValueError as exc:
         _fail(str(exc))
@@ -169,16 +183,25 @@ def serve(
 
 
 def _up_options(run_dir: Path, http_port: int, speedup: float, real_payload: float,
-                redis_url: str | None, run_dir_flag: str = "--run-dir") -> Any:  # fmt: skip
-    """Checked options of a local cluster; `run_dir_flag`: the flag that chose `run_dir`."""
-    from dualpath.cli import check_out_path
+                redis_url: str | None, run_dir_flag: str = "--run-dir",
+                pass_token: bool = True) -> Any:  # fmt: skip
+    """Checked options of a local cluster; `run_dir_flag`: the flag that chose `run_dir`.
+    `pass_token`: hand $DUALPATH_TOKEN (if set) to the services, through their environment."""
+    from dualpath.cli import _fail, check_out_path
     from dualpath.launcher.local import UpOptions
+    from dualpath.serving.options import load_token
 
     _check_flags(speedup, real_payload, {"--http-port": http_port}, redis_url)
+    token = None
+    if pass_token:
+        try:  # checked once here rather than failing in every service
+            token = load_token(None)
+        except ValueError as exc:
+            _fail(str(exc))
     check_out_path(run_dir_flag, run_dir, folder=True)
     if redis_url is not None:
         _check_redis_answers(redis_url)  # last: the only check that waits
-    return UpOptions(run_dir, http_port, speedup, real_payload, redis_url)
+    return UpOptions(run_dir, http_port, speedup, real_payload, redis_url, token=token)
 
 
 def _endpoint_table(cl: Any) -> Table:
@@ -247,7 +270,11 @@ def run(
     sc = _scenario(preset, set_, agents)
     _check_local_cluster(sc)
     check_out_path("--out", out)
-    opts = _up_options(out.parent / "cluster", http_port, speedup, real_payload, redis_url, "--out")
+    # No token for `run`'s cluster: loopback, private and gone when the report is written,
+    # and its report is gathered over gRPC by launcher/collect.py, which sends none.
+    opts = _up_options(
+        out.parent / "cluster", http_port, speedup, real_payload, redis_url, "--out", False
+    )
     console = Console(stderr=True)
     progress = _progress(console) if not quiet and console.is_terminal else None
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
 from redis.backoff import ExponentialWithJitterBackoff
@@ -20,6 +21,19 @@ from redis.retry import Retry
 REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, OSError)
 
 _log = logging.getLogger(__name__)
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password replaced by `***`, for messages and logs (a compose run's
+    `--redis-url` is `redis://:PASSWORD@redis:6379/0`)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    except ValueError:
+        return "(unparsable URL)"
 
 
 def make_client(url: str, op_timeout_s: float) -> Redis:

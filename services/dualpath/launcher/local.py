@@ -21,6 +21,7 @@ from dualpath.config.settings import Scenario
 from dualpath.control import Member, RedisServer, Registry
 from dualpath.launcher.procs import ClusterStartError, ProcessGroup, RestartPolicy
 from dualpath.serving.host import expected_members
+from dualpath.serving.options import TOKEN_ENV
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,9 @@ class UpOptions:
     grace_s: float = 10.0
     # what check_alive() does when a service exits once the cluster is up (`--restart`)
     restart: RestartPolicy = field(default_factory=RestartPolicy)
+    # The run's shared token for every service (gRPC calls and /metrics), or None. The
+    # services bind loopback, where none is needed; `dualpath up` passes $DUALPATH_TOKEN.
+    token: str | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -77,13 +81,17 @@ class LocalCluster:
             self.run_id, "--epoch", repr(self.epoch), "--speedup", repr(o.dilation),
             "--real-payload", repr(o.real_payload),
         ]  # fmt: skip
-        self.group.spawn("storage", ["serve", "storage", *common])
+        # Through the environment, never argv (`ps` shows every local user a command line).
+        # Always set: an empty value overrides a token the launcher's own environment holds
+        # when this cluster is to run without one.
+        env = {TOKEN_ENV: o.token or ""}
+        self.group.spawn("storage", ["serve", "storage", *common], env)
         t = self.sc.topology
         for role, n in (("prefill", t.prefill_nodes), ("decode", t.decode_nodes)):
             for i in range(n):
-                self.group.spawn(f"{role}{i}", ["serve", role, "--node", str(i), *common])
+                self.group.spawn(f"{role}{i}", ["serve", role, "--node", str(i), *common], env)
         self.group.spawn(
-            "scheduler", ["serve", "scheduler", "--http-port", str(o.http_port), *common]
+            "scheduler", ["serve", "scheduler", "--http-port", str(o.http_port), *common], env
         )
         asyncio.run(self._wait_healthy())
         self.group.supervise(o.restart)

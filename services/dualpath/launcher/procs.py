@@ -89,7 +89,7 @@ class Proc:
     popen: subprocess.Popen[bytes]
     log: Path
     args: list[str] = field(default_factory=list)
-    env: dict[str, str] | None = None
+    env: dict[str, str] | None = field(default=None, repr=False)  # may hold the token
     exited_at: float | None = None  # monotonic, when the supervisor first saw it dead
 
     @property

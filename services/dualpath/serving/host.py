@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 import redis.asyncio as aioredis
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -38,9 +40,10 @@ from dualpath.control import (
     make_client,
     run_epoch,
 )
+from dualpath.control.resilience import redact_url
 from dualpath.core.clock import RealClock
 from dualpath.serving.options import ServeOptions
-from dualpath.serving.peers import CHANNEL_OPTIONS, Peers
+from dualpath.serving.peers import AUTH_HEADER, CHANNEL_OPTIONS, Peers, bearer
 from dualpath.serving.prom import ServiceCollector, registry_for
 from dualpath.serving.service import Health, ServiceShell
 
@@ -50,6 +53,81 @@ ShellFactory = Callable[
 
 
 log = logging.getLogger(__name__)
+
+# Reachable without the token: the standard gRPC health service (Kubernetes' native gRPC
+# probes and compose's `dualpath.probe` cannot send metadata; it says SERVING or not and
+# nothing else) and the HTTP health answers (probes and load balancers; they tell the
+# service's state, not its traffic). Everything else needs it: the services' own gRPC
+# methods (they move and verify KV, enqueue work) and /metrics.
+HEALTH_METHOD_PREFIX = "/grpc.health.v1.Health/"
+HEALTH_PATHS = frozenset({"/healthz", "/livez"})
+if TYPE_CHECKING:  # generic only in the type stubs
+    RpcHandler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
+else:
+    RpcHandler = grpc.RpcMethodHandler
+UNAUTHENTICATED = "missing or wrong token (send `authorization: Bearer TOKEN`)"
+
+
+def _token_ok(presented: str | bytes | None, want: bytes) -> bool:
+    if presented is None:
+        return False
+    got = presented.encode() if isinstance(presented, str) else presented
+    return hmac.compare_digest(got, want)  # constant time: no timing oracle on the token
+
+
+class TokenCheck(grpc.aio.ServerInterceptor):
+    """Refuses every call without `authorization: Bearer TOKEN` with UNAUTHENTICATED, before
+    the servicer runs or the request is even parsed; the health service is exempt."""
+
+    def __init__(self, token: str) -> None:
+        self._want = bearer(token).encode()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[RpcHandler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> RpcHandler | None:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or method.startswith(HEALTH_METHOD_PREFIX):
+            return handler
+        metadata = handler_call_details.invocation_metadata
+        if any(k == AUTH_HEADER and _token_ok(v, self._want) for k, v in metadata or ()):
+            return handler
+        return _denied(handler)
+
+
+def _denied(handler: RpcHandler) -> RpcHandler:
+    """A handler of the same kind as `handler` that aborts with UNAUTHENTICATED. No request
+    deserializer: an unauthenticated peer's bytes are never parsed."""
+
+    async def deny(_: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED)
+
+    ser = handler.response_serializer
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(deny, response_serializer=ser)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(deny, response_serializer=ser)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(deny, response_serializer=ser)
+    return grpc.stream_stream_rpc_method_handler(deny, response_serializer=ser)
+
+
+def token_middleware(token: str, protects: Callable[[str], bool]) -> Middleware:
+    """HTTP: 401 (JSON, in the front door's error shape) for a path `protects` names unless
+    the request has `Authorization: Bearer TOKEN`."""
+    want = bearer(token).encode()
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if protects(request.path) and not _token_ok(request.headers.get("Authorization"), want):
+            body = {"error": {"message": UNAUTHENTICATED, "type": "unauthorized", "code": None}}
+            headers = {"WWW-Authenticate": 'Bearer realm="dualpath"'}
+            return web.json_response(body, status=401, headers=headers)
+        return await handler(request)
+
+    return auth
 
 
 class StartupError(RuntimeError):
@@ -76,16 +154,25 @@ async def _connect(opts: ServeOptions) -> aioredis.Redis:
     except (TimeoutError, OSError, aioredis.RedisError) as exc:
         await r.aclose()
         raise StartupError(
-            f"--redis-url {opts.redis_url}: Redis does not answer ({exc}); start one or let "
-            "`dualpath up` start it"
+            f"--redis-url {redact_url(opts.redis_url)}: Redis does not answer ({exc}); start "
+            "one or let `dualpath up` start it"
         ) from None
     return r
 
 
-def _http_app(shell: ServiceShell, report: Health, reg: Any) -> web.Application:
+def _http_app(
+    shell: ServiceShell, report: Health, reg: Any, token: str | None = None
+) -> web.Application:
     app = shell.http_app()
     if app is None:
-        return _admin_app(report, reg)
+        app = _admin_app(report, reg)
+        if token is not None:  # all of the admin app but the health answers
+            app.middlewares.append(token_middleware(token, lambda p: p not in HEALTH_PATHS))
+        return app
+    if token is not None:
+        # The scheduler's front door: /v1/... is the product's API and stays open (like an
+        # OpenAI endpoint; put a gateway in front to authenticate users); /metrics is not.
+        app.middlewares.append(token_middleware(token, lambda p: p == "/metrics"))
     app.middlewares.append(report.middleware())  # innermost: the app still counts it
     return app
 
@@ -133,8 +220,13 @@ def _stop_event() -> asyncio.Event:
 async def _start_grpc(
     opts: ServeOptions, shell: ServiceShell
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
+    # With a token, TokenCheck guards every method but health; without one (a loopback
+    # bind, or --insecure) there is no interceptor at all.
+    interceptors = [TokenCheck(opts.token)] if opts.token is not None else None
     server = grpc.aio.server(
-        options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=opts.max_concurrent_rpcs
+        interceptors=interceptors,
+        options=CHANNEL_OPTIONS,  # the same message caps as the channels (peers.py)
+        maximum_concurrent_rpcs=opts.max_concurrent_rpcs,
     )
     hs = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(hs, server)
@@ -164,7 +256,7 @@ async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> N
     reg = registry_for(ServiceCollector(shell.name, clock, shell.owned_links, shell.gauges()))
     server, hs, port = await _start_grpc(opts, shell)
     report = Health(shell, expected_names(sc) - {opts.name})
-    runner, admin_addr = await _start_http(_http_app(shell, report, reg), opts)
+    runner, admin_addr = await _start_http(_http_app(shell, report, reg, opts.token), opts)
     ttl = opts.heartbeat_ttl_s
     registry = Registry(r, opts.run_id, ttl_s=ttl)
     meta = {"pid": str(os.getpid())}  # tells a restarted process from its predecessor
@@ -172,7 +264,7 @@ async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> N
         registry, Member(opts.role, opts.name, f"{opts.host}:{port}", admin_addr, meta)
     )
     beat.start()
-    peers = Peers()
+    peers = Peers(opts.token)
 
     def on_members(members: list[Member]) -> None:
         peers.update(members)

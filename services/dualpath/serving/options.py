@@ -2,9 +2,55 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 ROLES = ("scheduler", "storage", "prefill", "decode")
+# The shared secret of a run. Read from the environment or a file, never from argv: a
+# command line is visible to every local user in `ps` and /proc/PID/cmdline.
+TOKEN_ENV = "DUALPATH_TOKEN"
+# A guessable token is no token; 16 characters of a random hex/base64 string is ~64+ bits.
+MIN_TOKEN_CHARS = 16
+
+
+def is_loopback(host: str) -> bool:
+    """Only a loopback bind is reachable from this machine alone. A name other than
+    `localhost` (e.g. a compose service name) resolves to a routable address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_token(token: str, where: str) -> str:
+    """The token as gRPC metadata and an HTTP header can carry it (visible ASCII), long
+    enough not to be guessed; ValueError (one line, naming `where`) otherwise."""
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ValueError(
+            f"{where}: the token has {len(token)} characters, need >= {MIN_TOKEN_CHARS} "
+            "(e.g. `openssl rand -hex 32`)"
+        )
+    if not all(33 <= ord(c) <= 126 for c in token):
+        raise ValueError(f"{where}: the token must be visible ASCII (no spaces or newlines)")
+    return token
+
+
+def load_token(token_file: Path | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The run's token: `--token-file` (one line, surrounding whitespace ignored) wins over
+    $DUALPATH_TOKEN; an empty or unset variable means no token."""
+    if token_file is not None:
+        try:
+            text = token_file.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--token-file {token_file}: cannot read it ({exc})") from None
+        return check_token(text.strip(), f"--token-file {token_file}")
+    value = (os.environ if env is None else env).get(TOKEN_ENV, "").strip()
+    return check_token(value, f"${TOKEN_ENV}") if value else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +76,10 @@ class ServeOptions:
     heartbeat_ttl_s: float = 3.0
     grace_s: float = 5.0  # SIGTERM: in-flight RPCs get this long
     discovery_timeout_s: float = 60.0
+    # Shared secret every gRPC call and the admin HTTP app require (serving/host.py); kept
+    # out of repr so that logging the options never prints it.
+    token: str | None = field(default=None, repr=False)
+    insecure: bool = False  # `--insecure`: a non-loopback bind without a token, on purpose
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -38,6 +88,11 @@ class ServeOptions:
             raise ValueError("--speedup: must be > 0 (emulated seconds per wall second)")
         if self.real_payload < 0:
             raise ValueError("--real-payload: must be >= 0 (0 = virtual payloads)")
+        if self.token is None and not self.insecure and not is_loopback(self.host):
+            raise ValueError(
+                f"--host {self.host}: binding a non-loopback address needs a shared token "
+                f"(--token-file PATH or ${TOKEN_ENV}); pass --insecure to run open on purpose"
+            )
 
     @property
     def name(self) -> str:

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 
 from dualpath.control import Member
 from dualpath.rpc.v1 import kv_pb2_grpc, node_pb2_grpc, scheduler_pb2_grpc
+from dualpath.serving.payload import MAX_PAYLOAD_BYTES
 
-# KV payload chunks are ≤ 1 MiB, but real-payload writes can batch several blocks.
-MAX_MESSAGE_BYTES = 80 << 20
+# The largest message of the runtime is a real-payload unary call: a `WriteBlocksRequest`
+# (node_io.py: every block of a request's write, batched into one message) or a
+# `ChargeRequest` (node.py) carries ONE `Payload` of `payload_size()` bytes, which
+# payload.py caps at MAX_PAYLOAD_BYTES (64 MiB) however many blocks the write batches and
+# whatever --real-payload is. Storage reads stream `CHUNK_BYTES` (1 MiB) pieces. Around the
+# payload sit only small fields: per range a few varints and the session's fork lineage
+# (~20 bytes a fork), per range one digest; 1 MiB of headroom holds ~50k forks, far more
+# than any session makes. Stats replies (msgpack counters) and turn/report messages are
+# KiB-sized. A message over the cap fails that call with RESOURCE_EXHAUSTED (gRPC checks
+# it on both ends per message); the process and its other calls carry on.
+ENVELOPE_BYTES = 1 << 20
+MAX_MESSAGE_BYTES = MAX_PAYLOAD_BYTES + ENVELOPE_BYTES
+# Servers (host.py) and channels use the same options: a cap that differs between the ends
+# would only move the failure to the other side.
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -19,6 +33,69 @@ CHANNEL_OPTIONS = [
 
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
+AUTH_HEADER = "authorization"  # gRPC metadata keys are lower-case
+
+
+def bearer(token: str) -> str:
+    return f"Bearer {token}"
+
+
+class _Bearer:
+    """Adds `authorization: Bearer TOKEN` to a call's metadata, keeping the caller's."""
+
+    def __init__(self, token: str) -> None:
+        self._pair = (AUTH_HEADER, bearer(token))
+
+    def _details(self, d: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        metadata = grpc.aio.Metadata(*(d.metadata or ()), self._pair)
+        return grpc.aio.ClientCallDetails(
+            d.method, d.timeout, metadata, d.credentials, d.wait_for_ready
+        )
+
+
+# One class per call kind: grpc.aio files an interceptor under the FIRST kind it is an
+# instance of (an if/elif chain in aio/_channel.py), so one class deriving from all four
+# would silently skip streaming calls (storage reads are unary-stream).
+class _BearerUnaryUnary(_Bearer, grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(
+        self, continuation: Callable[..., Any], client_call_details: Any, request: Any
+    ) -> Any:
+        return await continuation(self._details(client_call_details), request)
+
+
+class _BearerUnaryStream(_Bearer, grpc.aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(
+        self, continuation: Callable[..., Any], client_call_details: Any, request: Any
+    ) -> Any:
+        return await continuation(self._details(client_call_details), request)
+
+
+class _BearerStreamUnary(_Bearer, grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(
+        self, continuation: Callable[..., Any], client_call_details: Any, request_iterator: Any
+    ) -> Any:
+        return await continuation(self._details(client_call_details), request_iterator)
+
+
+class _BearerStreamStream(_Bearer, grpc.aio.StreamStreamClientInterceptor):
+    async def intercept_stream_stream(
+        self, continuation: Callable[..., Any], client_call_details: Any, request_iterator: Any
+    ) -> Any:
+        return await continuation(self._details(client_call_details), request_iterator)
+
+
+def bearer_interceptors(token: str) -> list[grpc.aio.ClientInterceptor]:
+    """The token on every call of a channel, whatever its kind, so no call site can forget
+    it (servers check it: host.py `TokenCheck`)."""
+    kinds = (_BearerUnaryUnary, _BearerUnaryStream, _BearerStreamUnary, _BearerStreamStream)
+    return [kind(token) for kind in kinds]
+
+
+def make_channel(addr: str, token: str | None = None) -> grpc.aio.Channel:
+    """A channel to one service of the run: the runtime's message caps, and the run's token
+    on every call when it has one (without one: no interceptor, no per-call cost)."""
+    interceptors = bearer_interceptors(token) if token is not None else None
+    return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS, interceptors=interceptors)
 
 
 class UnknownPeerError(LookupError):
@@ -28,7 +105,8 @@ class UnknownPeerError(LookupError):
 class Peers:
     """One channel per peer service (by registry name: storage, scheduler, prefill0, ...)."""
 
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
+        self._token = token
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._addrs: dict[str, str] = {}
         self.members: dict[str, Member] = {}
@@ -38,9 +116,7 @@ class Peers:
             self.members[m.name] = m
             if self._addrs.get(m.name) != m.grpc_addr:
                 self._addrs[m.name] = m.grpc_addr
-                self._channels[m.name] = grpc.aio.insecure_channel(
-                    m.grpc_addr, options=CHANNEL_OPTIONS
-                )
+                self._channels[m.name] = make_channel(m.grpc_addr, self._token)
 
     def _channel(self, name: str) -> grpc.aio.Channel:
         try:
