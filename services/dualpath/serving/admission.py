@@ -1,17 +1,20 @@
 """Admission control of the scheduler: shed load with 429 before queues grow without bound.
 
-A turn is admitted only while the oldest admitted turn whose prefill has not ended has
-waited at most `max_queue_delay_s` emulated seconds. The signal is measured, not predicted:
-how long a turn waits depends on its KV hit (a cached prefix is read, a miss computed),
-which is unknown at admission, while the age of the oldest waiting turn is exactly the
-queueing delay the next one would start behind. Past the bound an admitted turn would only
-wait longer, and every queue (the global FIFO, the nodes' RPCs, the DRAM buffers) would grow
-with the overload; a 429 with Retry-After tells the client to come back instead. Pure: the
-scheduler shell feeds it admissions and prefill ends with their emulated times.
+A turn is admitted only while the wait it would see stays within `max_queue_delay_s`
+emulated seconds: both the age of the oldest admitted turn whose prefill has not ended (the
+delay already there) and, by Little's law, the turns waiting divided by the rate at which
+prefills have been ending over the last `window_s` (the delay a newcomer queues behind).
+Both are measured, not predicted from the model: how long a prefill takes depends on its
+KV hit (a cached prefix is read, a miss computed), unknown at admission. Past the bound an
+admitted turn would only wait longer, and every queue (the global FIFO, the nodes' RPCs, the
+DRAM buffers) would grow with the overload; a 429 with Retry-After tells the client to come
+back instead. Pure: the scheduler shell feeds it admissions and prefill ends with their
+emulated times.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,8 +23,10 @@ from dataclasses import dataclass, field
 class Admission:
     now: Callable[[], float]  # emulated seconds
     max_queue_delay_s: float
+    window_s: float = 10.0  # emulated seconds of prefill ends the rate is measured over
     shed: int = 0
     _waiting: dict[int, float] = field(default_factory=dict)  # rid -> admitted at (FIFO)
+    _ends: deque[float] = field(default_factory=deque)  # emulated times of prefill ends
 
     def __post_init__(self) -> None:
         if not self.max_queue_delay_s > 0:
@@ -38,15 +43,26 @@ class Admission:
             return 0.0
         return max(0.0, self.now() - next(iter(self._waiting.values())))
 
+    @property
+    def expected_wait_s(self) -> float:
+        """Little's law: waiting turns / prefill ends per second (0 before any ended)."""
+        now = self.now()
+        while self._ends and self._ends[0] < now - self.window_s:
+            self._ends.popleft()
+        if not self._ends or not self._waiting:
+            return 0.0
+        span = max(now - self._ends[0], self.window_s / 10)
+        return len(self._waiting) / (len(self._ends) / span)
+
     def refusal(self) -> str | None:
         """Why a new turn must be refused now, or None to admit it."""
-        delay = self.queue_delay_s
-        if delay <= self.max_queue_delay_s:
+        age, ahead = self.queue_delay_s, self.expected_wait_s
+        if max(age, ahead) <= self.max_queue_delay_s:
             return None
         self.shed += 1
         return (
-            f"the oldest of {self.waiting} admitted turns has waited {delay:.1f} s for its "
-            f"prefill (limit {self.max_queue_delay_s:g} s)"
+            f"{self.waiting} admitted turns wait for prefill (oldest {age:.1f} s, a new one "
+            f"would wait ≈{ahead:.1f} s; limit {self.max_queue_delay_s:g} s)"
         )
 
     def admitted(self, rid: int) -> None:
@@ -54,4 +70,5 @@ class Admission:
 
     def prefilled(self, rid: int) -> None:
         """The turn's prefill ended (or the turn failed or left before it did)."""
-        self._waiting.pop(rid, None)
+        if self._waiting.pop(rid, None) is not None:
+            self._ends.append(self.now())
