@@ -35,6 +35,17 @@ def _get(url: str) -> dict[str, Any]:
     return body
 
 
+async def _agent_turn(cluster: LocalCluster, body: dict[str, Any]) -> dict[str, Any]:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:
+        url = f"http://{cluster.http_addr}/v1/agent/turn"
+        async with http.post(url, json=body) as resp:
+            assert resp.status == 200, await resp.text()
+            result: dict[str, Any] = await resp.json()
+            return result
+
+
 def _stats(cl: LocalCluster) -> dict[str, dict[str, Any]]:
     return {s["service"]: s for s in asyncio.run(gather_stats(cl.grpc_addrs()))}
 
@@ -136,7 +147,6 @@ def test_prefixes_are_shared_across_users_by_content(cluster: LocalCluster) -> N
     assert cached[1] >= 64 * 93 and cached[2] >= 64 * 93, cached
 
     async def turn(ids: list[int]) -> dict[str, Any]:
-        import aiohttp
 
         body = {
             "session": f"ids-{ids[-1]}",
@@ -145,12 +155,7 @@ def test_prefixes_are_shared_across_users_by_content(cluster: LocalCluster) -> N
             "block_tokens": 64,
             "gen_tokens": 2,
         }
-        async with aiohttp.ClientSession() as http:
-            url = f"http://{cluster.http_addr}/v1/agent/turn"
-            async with http.post(url, json=body) as resp:
-                assert resp.status == 200, await resp.text()
-                result: dict[str, Any] = await resp.json()
-                return result
+        return await _agent_turn(cluster, body)
 
     ids = list(range(1000, 1094))
     assert asyncio.run(turn(ids))["cached_tokens"] == 0
@@ -179,15 +184,9 @@ def test_storage_restart_keeps_every_block_through_the_redis_index(cluster: Loca
     time.sleep(2.0)  # the other services pick up the new address from the registry
 
     async def one_turn() -> dict[str, Any]:
-        import aiohttp
 
         body = {"session": "it-0", "append_tokens": 100, "gen_tokens": 4}
-        async with aiohttp.ClientSession() as http:
-            url = f"http://{cluster.http_addr}/v1/agent/turn"
-            async with http.post(url, json=body) as resp:
-                assert resp.status == 200, await resp.text()
-                result: dict[str, Any] = await resp.json()
-                return result
+        return await _agent_turn(cluster, body)
 
     assert asyncio.run(one_turn())["cached_tokens"] > 0  # served from the restored blocks
 
