@@ -31,7 +31,7 @@ def test_bad_bound_is_refused() -> None:
 
 def test_sheds_when_the_measured_prefill_rate_cannot_clear_the_queue_in_time() -> None:
     t = [0.0]
-    a = Admission(lambda: t[0], max_queue_delay_s=2.0, window_s=10.0)
+    a = Admission(lambda: t[0], max_queue_delay_s=2.0, window_s=10.0, min_waiting=2)
     for rid in range(4):  # one prefill ends per second
         a.admitted(rid)
         t[0] += 1.0
@@ -44,3 +44,14 @@ def test_sheds_when_the_measured_prefill_rate_cannot_clear_the_queue_in_time() -
     a.prefilled(10)
     a.prefilled(11)
     assert a.refusal() is None  # one waiting, 6 ends in 3 s: ≈0.5 s
+
+
+def test_a_few_waiting_turns_leave_the_decision_to_the_measured_age() -> None:
+    t = [0.0]
+    a = Admission(lambda: t[0], max_queue_delay_s=2.0, min_waiting=32)
+    a.admitted(1)
+    t[0] = 0.5
+    a.prefilled(1)  # one end: a rate of 1 per second at best
+    for rid in range(2, 12):  # ten waiting would be "10 s" by that rate
+        a.admitted(rid)
+    assert a.expected_wait_s == 0.0 and a.refusal() is None

@@ -24,6 +24,10 @@ class Admission:
     now: Callable[[], float]  # emulated seconds
     max_queue_delay_s: float
     window_s: float = 10.0  # emulated seconds of prefill ends the rate is measured over
+    # with fewer turns waiting, a rate measured over a few ends (start-up, a node that died
+    # with turns in flight) can be badly low: only the measured age decides then, and a
+    # handful of waiting turns cannot hide a long wait from it
+    min_waiting: int = 32
     shed: int = 0
     _waiting: dict[int, float] = field(default_factory=dict)  # rid -> admitted at (FIFO)
     _ends: deque[float] = field(default_factory=deque)  # emulated times of prefill ends
@@ -49,7 +53,7 @@ class Admission:
         now = self.now()
         while self._ends and self._ends[0] < now - self.window_s:
             self._ends.popleft()
-        if not self._ends or not self._waiting:
+        if not self._ends or len(self._waiting) < self.min_waiting:
             return 0.0
         span = max(now - self._ends[0], self.window_s / 10)
         return len(self._waiting) / (len(self._ends) / span)
