@@ -225,16 +225,31 @@ def up(
     run_dir: Annotated[Path, typer.Option(help="logs and the resolved scenario")] = Path(
         "out/cluster"
     ),
+    restart: Annotated[
+        str, typer.Option(help="a service that exits: never, on-failure or always restarted")
+    ] = "on-failure",
+    max_restarts: Annotated[
+        int, typer.Option(help="restarts per service per minute before the cluster stops")
+    ] = 5,
 ) -> None:
     """Start Redis, storage, scheduler and one process per node; serve until Ctrl-C."""
+    import dataclasses
+
     from dualpath.cli import _fail
     from dualpath.control import RedisUnavailable
-    from dualpath.launcher.procs import ClusterStartError
+    from dualpath.launcher.procs import ClusterStartError, Restart, RestartPolicy
     from dualpath.launcher.run import serve_until_signal
 
+    modes = [m.value for m in Restart]
+    if restart not in modes:
+        _fail(f"--restart: expected one of {', '.join(modes)}, got {restart!r}")
+    if not 0 <= max_restarts <= 1000:
+        _fail(f"--max-restarts: expected 0 to 1000, got {max_restarts}")
     sc = _scenario(preset, set_)
     _check_local_cluster(sc)
     opts = _up_options(run_dir, http_port, speedup, real_payload, redis_url)
+    policy = RestartPolicy(Restart(restart), max_restarts)
+    opts = dataclasses.replace(opts, restart=policy)
     try:
         serve_until_signal(sc, opts, lambda cl: Console().print(_endpoint_table(cl)))
     except (ClusterStartError, RedisUnavailable) as exc:

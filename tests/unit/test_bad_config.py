@@ -303,6 +303,8 @@ SUBPROCESS_CASES = [
     (["up", "--redis-url", "notaurl"], "--redis-url"),
     (["up", "--real-payload", "nan"], "--real-payload"),
     (["up", "--set", "seed=-1"], "seed"),
+    (["up", "--restart", "sometimes"], "--restart"),
+    (["up", "--max-restarts", "-1"], "--max-restarts"),
     (["up", "--set", "hardware.snic_gbps=inf"], "hardware.snic_gbps"),
     (["up", "--http-port", "70000"], "--http-port"),
     (["up", "--set", "model=deepseek-v3.2", "--set", "topology.gpus_per_node=1"], "HBM"),
