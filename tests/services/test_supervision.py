@@ -220,9 +220,19 @@ def test_healthz_says_503_with_reasons_when_every_engine_is_lost(cluster: LocalC
     print(f"lost engines reported {took:.2f} s after SIGKILL")
 
 
+class _Shell(ServiceShell):
+    """The smallest concrete shell: health needs only the base class's state."""
+
+    def add_to(self, server: Any) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {}
+
+
 @pytest.mark.asyncio
 async def test_health_of_a_failed_or_starting_service_is_503() -> None:
-    shell = ServiceShell()
+    shell = _Shell()
     health = Health(shell, {"storage"})
     assert health.report()[1]["status"] == "starting" and health.report()[0] == 503
     shell.ready = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
 from typing import Any
 
@@ -15,7 +16,7 @@ from dualpath.serving.peers import Peers
 from dualpath.serving.prom import Gauges
 
 
-class ServiceShell:
+class ServiceShell(abc.ABC):
     """Base of the storage, node and scheduler shells. The host owns the process lifecycle
     (gRPC server, health, admin HTTP, registry, signals); a shell owns its core objects."""
 
@@ -33,20 +34,22 @@ class ServiceShell:
         if not self.fatal.done():
             self.fatal.set_exception(exc)
 
+    @abc.abstractmethod
     def add_to(self, server: grpc.aio.Server) -> None:
-        raise NotImplementedError
+        """Register this shell's gRPC servicer on `server`."""
 
-    async def on_peers(self, peers: Peers) -> None:
+    async def on_peers(self, peers: Peers) -> None:  # noqa: B027 -- optional hook: no-op
         """Every service of the run is registered: start working."""
 
-    def on_members(self, members: list[Member]) -> None:
+    def on_members(self, members: list[Member]) -> None:  # noqa: B027 -- optional hook
         """The live registry, refreshed every heartbeat period."""
 
-    async def stop(self) -> None:
+    async def stop(self) -> None:  # noqa: B027 -- optional hook: nothing to stop
         """Stop accepting work and cancel background tasks (SIGTERM)."""
 
+    @abc.abstractmethod
     def stats(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """What `dualpath run` gathers for the report (msgpack-able)."""
 
     def gauges(self) -> Gauges:
         return dict
