@@ -155,6 +155,9 @@ class _AdminShell(ServiceShell):
         self.name = "storage"
         self.owned_links = []
 
+    def add_to(self, server: Any) -> None:
+        pass  # the admin app is under test, not a gRPC servicer
+
     def stats(self) -> dict[str, Any]:
         return {}
 
