@@ -143,6 +143,7 @@ def serve(
 
     from dualpath.cli import _fail
     from dualpath.control import RedisUnavailable, validate_run_id
+    from dualpath.serving.fence import FENCED_EXIT, LeaseExpiredError
     from dualpath.serving.host import StartupError
     from dualpath.serving.host import serve as serve_service
     from dualpath.serving.options import ServeOptions, load_token
@@ -178,6 +179,8 @@ def serve(
         uvloop.run(serve_service(opts, sc, factory(role)))
     except (StartupError, RedisUnavailable, ValueError) as exc:
         _fail(f"{opts.name}: {exc}", code=1)
+    except LeaseExpiredError as exc:
+        _fail(f"{opts.name}: {exc}", code=FENCED_EXIT)
     except KeyboardInterrupt:
         pass
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.serving.remote_scheduler import TokenPacer
+from dualpath.serving.pacer import TokenPacer
 
 Emits = list[tuple[float, int, float]]  # (released at, tokens, emulated time of the last)
 

@@ -43,14 +43,28 @@ class CapacityPool:
         if self.try_acquire(nbytes):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((nbytes, fut))
-        await fut
+        entry = (nbytes, fut)
+        self._waiters.append(entry)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            # A waiter that gives up (its RPC was cancelled, its request abandoned) must
+            # neither keep its place nor keep bytes granted just before the cancel arrived.
+            if fut.done() and not fut.cancelled():
+                self.release(nbytes)
+            else:
+                self._waiters.remove(entry)
+                self._grant()  # the head may have changed: later waiters may fit now
+            raise
 
     def release(self, nbytes: float) -> None:
         self.used -= nbytes
         if self.used < -1e-6 * self.capacity:
             raise CapacityError(f"{self.name}: released more than was acquired")
         self.used = max(self.used, 0.0)
+        self._grant()
+
+    def _grant(self) -> None:
         while self._waiters and self.used + self._waiters[0][0] <= self.capacity:
             nbytes_w, fut = self._waiters.popleft()
             self._take(nbytes_w)

@@ -43,6 +43,17 @@ class Request:
     t_first: float = -1.0
     t_second: float = -1.0
     t_last: float = -1.0
+    attempt: int = 0  # placements so far minus one (a lost node's turns are placed again)
+
+    def unplace(self) -> None:
+        """Forget where this turn was placed (its node was lost before it decoded): it
+        queues again as a new attempt, with nothing read, computed or reserved."""
+        self.attempt += 1
+        self.pe = self.de = None
+        self.hit = self.computed = self.persisted_blocks = 0
+        self.path = ReadPath.PE
+        self.hbm_bytes = self.buffer_bytes = 0.0
+        self.t_pe = self.t_de = self.t_read_start = self.t_read_done = -1.0
 
     @property
     def miss(self) -> int:

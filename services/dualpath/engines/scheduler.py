@@ -46,6 +46,9 @@ class GlobalScheduler:
         self._tasks: set[asyncio.Task[None]] = set()
         self._polls: dict[tuple[str, int], TimerHandle] = {}
         self.fatal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Nodes not to place on (lost: no heartbeat). Empty in a healthy run, so the
+        # placement below takes its fast path and is exactly the paper's rules.
+        self.down: set[str] = set()
         if ctx.engine.fetch_mode == "periodic":
             keys = [("pe", g) for g in range(len(pe_groups))]
             keys += [("de", g) for g in range(len(de_groups))]
@@ -125,26 +128,45 @@ class GlobalScheduler:
         else:
             self._fetch_decode(g)
 
+    def _live(self, group: list[EngineState]) -> list[EngineState]:
+        return [e for e in group if e.node.name not in self.down] if self.down else group
+
     def _fetch_prefill(self, g: int) -> None:
-        if not self.pe_queue:
+        engines = self._live(self.pe_groups[g])
+        if not self.pe_queue or not engines:
             return
         now = self.ctx.clock.now()
-        assigned = self.ctx.policy.assign_prefill(self.pe_queue, self.pe_groups[g])
+        assigned = self.ctx.policy.assign_prefill(self.pe_queue, engines)
         for req, pe in assigned:
             req.pe, req.t_pe = pe, now
             self.de_queue.append(req)
         if assigned:
             self._kick("de", range(len(self.de_groups)))
 
+    def _live_groups(
+        self,
+    ) -> tuple[Sequence[int], list[list[EngineState]], list[deque[Request]]]:
+        """DE groups that have a live engine: (their indices, live engines, private queues)."""
+        if not self.down:
+            return range(len(self.de_groups)), self.de_groups, self.de_private
+        live = [i for i, grp in enumerate(self.de_groups) if self._live(grp)]
+        groups = [self._live(self.de_groups[i]) for i in live]
+        return live, groups, [self.de_private[i] for i in live]
+
     def _fetch_decode(self, g: int) -> None:
         now = self.ctx.clock.now()
-        for req, gi in self.ctx.policy.assign_decode_groups(
-            self.de_queue, self.de_groups, self.de_private
-        ):
-            self.de_private[gi].append(req)
-            if gi != g:
-                self._kick("de", [gi])
-        assigned = self.ctx.policy.assign_decode(self.de_private[g], self.de_groups[g])
+        # groups with no live engine take nothing (their queued requests were sent back)
+        live, groups, private = self._live_groups() if self.de_queue else ((), [], [])
+        if live:
+            for req, k in self.ctx.policy.assign_decode_groups(self.de_queue, groups, private):
+                gi = live[k]
+                self.de_private[gi].append(req)
+                if gi != g:
+                    self._kick("de", [gi])
+        engines = self._live(self.de_groups[g])
+        if not engines:
+            return
+        assigned = self.ctx.policy.assign_decode(self.de_private[g], engines)
         for req, de in assigned:
             req.de, req.t_de = de, now
             req.hbm_bytes = req.length * self.ctx.kv_token

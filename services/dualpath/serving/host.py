@@ -42,6 +42,7 @@ from dualpath.control import (
 )
 from dualpath.control.resilience import redact_url
 from dualpath.core.clock import RealClock
+from dualpath.serving import fence
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import AUTH_HEADER, CHANNEL_OPTIONS, Peers, bearer
 from dualpath.serving.prom import ServiceCollector, registry_for
@@ -280,6 +281,8 @@ async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> N
     tasks: list[asyncio.Task[Any]] = []
     if parent is not None:
         tasks.append(asyncio.create_task(lifeline.watch_parent(parent, stop.set)))
+    if opts.role in ("prefill", "decode"):  # engines fence; the storage keeps its blocks
+        tasks.append(asyncio.create_task(fence.watch(ttl, shell.fail)))
     try:
         await _join(opts, sc, registry, peers, watch, shell, stop)
         await hs.set("", health_pb2.HealthCheckResponse.SERVING)

@@ -20,7 +20,7 @@ from dualpath.config.settings import Scenario
 from dualpath.core.clock import RealClock
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
-from dualpath.engines.request import EngineState, ReadPath, Request
+from dualpath.engines.request import EngineState, Request
 from dualpath.rpc.v1 import kv_pb2, node_pb2, node_pb2_grpc, scheduler_pb2
 from dualpath.serving import payload
 from dualpath.serving.mover import DistributedMover
@@ -29,6 +29,7 @@ from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Ctx, Peers
 from dualpath.serving.prom import Gauges
 from dualpath.serving.reports import ReportSender
+from dualpath.serving.reservations import Reservations
 from dualpath.serving.service import ServiceShell
 from dualpath.serving.stats import base_stats, pack
 from dualpath.serving.storage import charge, owned
@@ -55,6 +56,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         groups = cluster.scheduler.pe_groups + cluster.scheduler.de_groups
         self.engines: dict[str, EngineState] = {e.engine_id: e for g in groups for e in g}
         self.io = NodeIo(self)
+        self.reservations = Reservations(self.node_hw.buffer)
         self.units = self._build_units()
         self.unit_of: dict[str, Unit] = {e.engine_id: u for u in self.units for e in u.engines}
         self.peers: Peers | None = None
@@ -108,8 +110,9 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
     # --- engine hooks --------------------------------------------------------------------
     def _released(self, req: Request) -> None:
         """The PE finished the prefill: free its buffer here, tell the scheduler."""
-        if req.path is ReadPath.PE and req.hit:
-            self.node_hw.buffer.release(req.hit * self.ctx.kv_token)
+        held = self.reservations.take((req.rid, req.attempt))
+        if held:  # (nothing if the scheduler abandoned the attempt: Release freed it)
+            self.node_hw.buffer.release(held)
         self._report(scheduler_pb2.REPORT_KIND_PE_RELEASED, req)
 
     def _prefilled(self, req: Request) -> None:
@@ -147,6 +150,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
                 tokens=tokens,
                 chunk_tokens=chunk_tokens,
                 step_s=step_s,
+                attempt=req.attempt,
             )
         )
 
@@ -163,6 +167,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
                 t_second=req.t_second,
                 t_last=req.t_last,
                 message=message,
+                attempt=req.attempt,
             )
         )
 
@@ -195,6 +200,9 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         unit = self.unit_of.get(req.pe.engine_id)
         if not isinstance(unit, PrefillUnit):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{req.pe.engine_id} not here")
+        key = (req.rid, req.attempt)
+        if self.reservations.abandoned(key):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"turn {req.rid} abandoned")
         unit.enqueue(req)
         return node_pb2.Ack()
 
@@ -206,8 +214,22 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         unit = self.unit_of.get(req.de.engine_id)
         if not isinstance(unit, DecodeUnit):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{req.de.engine_id} not here")
+        # The buffer the read reserved is consumed here (the unit frees it once in HBM); an
+        # attempt the scheduler abandoned had it freed by Release and is refused.
+        key = (req.rid, req.attempt)
+        if self.reservations.abandoned(key) or (
+            req.buffer_bytes > 0 and not self.reservations.holds(key)
+        ):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"turn {req.rid} abandoned")
+        self.reservations.take(key)
         unit.receive(req)
         return node_pb2.Ack()
+
+    async def Release(  # noqa: N802
+        self, request: node_pb2.ReleaseRequest, context: Ctx
+    ) -> node_pb2.ReleaseReply:
+        freed = self.reservations.release((int(request.request_id), int(request.attempt)))
+        return node_pb2.ReleaseReply(released_bytes=freed)
 
     def _rebuild(self, msg: node_pb2.TurnRequest) -> Request:
         return request_from_wire(msg, self.engines, self.ctx.chains)

@@ -36,8 +36,18 @@ class NodeIo:
         """Reserve the buffer, then read storage -> SNIC -> DRAM: the storage charges its
         target, this node its SNIC and DRAM, at once; the digest is checked here."""
         node = self.shell.node_hw
+        key = (int(request.request_id), int(request.attempt))
+        res = self.shell.reservations
+        if res.abandoned(key):
+            return node_pb2.ReadKvReply(
+                error=f"turn {key[0]} was abandoned", error_kind="cancelled"
+            )
         if request.reserve_bytes > 0:
-            await node.buffer.acquire(request.reserve_bytes)
+            await node.buffer.acquire(request.reserve_bytes)  # a cancel gives the bytes back
+            if not res.hold(key, request.reserve_bytes):
+                return node_pb2.ReadKvReply(
+                    error=f"turn {key[0]} was abandoned", error_kind="cancelled"
+                )
         rng = range_from_wire(request.range, self.ctx.chains)
         if rng.stop == rng.start:
             return node_pb2.ReadKvReply()
@@ -109,6 +119,8 @@ class NodeIo:
                     out.setdefault("vllm:num_requests_waiting", []).append((lab, len(q)))
         buf = self.shell.node_hw.buffer
         out["dualpath_dram_buffer_used_bytes"] = [({"node": self.shell.name}, buf.used)]
+        released = self.shell.reservations.released_bytes
+        out["dualpath_dram_buffer_released_bytes"] = [({"node": self.shell.name}, released)]
         return out
 
 

@@ -8,12 +8,13 @@ DE), and the engines' completions come back as batched reports.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 
 import grpc
 
 from dualpath.blocks import BlockRange
-from dualpath.core.clock import Clock, TimerHandle
 from dualpath.engines.context import EngineContext
 from dualpath.engines.request import EngineState, ReadPath, Request
 from dualpath.engines.scheduler import GlobalScheduler
@@ -21,109 +22,25 @@ from dualpath.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2
 from dualpath.serving import retry
 from dualpath.serving.options import ServeOptions
+from dualpath.serving.pacer import TokenPacer
 from dualpath.serving.peers import Peers
+from dualpath.serving.stats import Stages
 from dualpath.serving.wire import lineage_to_wire, range_to_wire, request_to_wire
-
-
-class Stages:
-    """Mean emulated time of each stage of a turn: where the process runtime spends it."""
-
-    NAMES = ("queued", "read_wait", "read", "prefill", "decode")
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.sums = dict.fromkeys(self.NAMES, 0.0)
-
-    def add(self, r: Request) -> None:
-        self.n += 1
-        parts = (
-            r.t_de - r.arrival,
-            r.t_read_start - r.t_de,
-            r.t_read_done - r.t_read_start,
-            r.t_first - r.t_read_done,
-            r.t_last - r.t_first,
-        )
-        for k, v in zip(self.NAMES, parts, strict=True):
-            self.sums[k] += v
-
-    def means(self) -> dict[str, float]:
-        return {k: v / self.n for k, v in self.sums.items()} if self.n else {}
-
-
-TokensHook = Callable[[int, float], None]  # (tokens generated so far, emulated time of the last)
-
-
-class TokenPacer:
-    """Hands a streamed turn's decode tokens to its front door at their emulated times.
-
-    The DE announces each chunk's tokens when the chunk starts (`plan`); this releases
-    token j when the clock reaches its step time, so the client sees the decode cadence
-    (TTST, TPOT) rather than one burst per chunk. A later plan re-times the tokens not yet
-    released (a join cut the chunk short). Token 1 is the PE's and is not paced here: it goes
-    out when its report arrives, a report hop after its emulated time, so every later token
-    is shifted by that same hop (`started`): the client's TTST and TPOT stay exact and only
-    its TTFT carries the hop, which no stream can avoid.
-    """
-
-    def __init__(self, clock: Clock, emit: TokensHook) -> None:
-        self._clock = clock
-        self._emit = emit
-        self._times: list[float] = [0.0]  # _times[j - 1]: emulated time of token j
-        self.sent = 1  # tokens handed over (the first by the turn's first-token hook)
-        self._shift = 0.0  # emulated seconds the first token was late: the others are too
-        self._timer: TimerHandle | None = None
-
-    def started(self, t_first: float) -> None:
-        """The first token (emulated time `t_first`) is being sent now."""
-        self._shift = max(0.0, self._clock.now() - t_first)
-        self._arm()
-
-    def plan(self, tokens: int, chunk_tokens: int, t_last: float, step_s: float) -> None:
-        first = tokens - chunk_tokens + 1
-        if first < 2 or tokens <= self.sent:
-            return  # nothing new (a stale or malformed announcement)
-        # a gap (a lost announcement) is filled with the chunk's first time: never late
-        gap = [t_last - (chunk_tokens - 1) * step_s] * max(0, first - 1 - len(self._times))
-        del self._times[first - 1 :]
-        self._times += gap
-        self._times += [t_last - (tokens - j) * step_s for j in range(first, tokens + 1)]
-        self._arm()
-
-    def finish(self, tokens: int, t_last: float) -> None:
-        """The turn is done: every token exists, release the rest now."""
-        self.cancel()
-        if tokens > self.sent:
-            self.sent = tokens
-            self._emit(tokens, t_last)
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _arm(self) -> None:
-        self.cancel()
-        if self.sent < len(self._times):
-            self._timer = self._clock.call_at(self._times[self.sent] + self._shift, self._fire)
-
-    def _fire(self) -> None:
-        self._timer = None
-        now = self._clock.now()
-        n = self.sent
-        while n < len(self._times) and self._times[n] + self._shift <= now + 1e-9:
-            n += 1
-        if n > self.sent:
-            self.sent = n
-            self._emit(n, self._times[n - 1])
-        self._arm()
 
 
 class KvReadFailedError(RuntimeError):
     """A node could not verify a request's KV (missing or corrupted block): fail loudly."""
 
 
+class NodeLostError(RuntimeError):
+    """A node of the turn's path stopped heartbeating after the turn had started decoding."""
+
+
 # Failures of one request's remote work (see `RemoteScheduler.contain`).
 CONTAINED = (grpc.aio.AioRpcError, TimeoutError, ConnectionError, KvReadFailedError)
+# Of those, a node that did not answer: the turn has not decoded, so it is placed again.
+UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+MAX_ATTEMPTS = 3  # placements of one turn before its failure reaches the client
 
 
 class RemoteScheduler(GlobalScheduler):
@@ -142,12 +59,24 @@ class RemoteScheduler(GlobalScheduler):
         self.pacers: dict[int, TokenPacer] = {}  # streamed turns only
         self.stages = Stages()
         self.on_done: Callable[[Request], None] = lambda _req: None
+        self._reading: dict[int, asyncio.Task[None]] = {}  # rid -> its KV read, while it runs
+        self.replaced = 0  # turns placed again after a node on their path was lost
 
     def submit(self, req: Request) -> None:
         super().submit(req)  # raises CapacityError before anything is queued
         self.inflight[req.rid] = req
 
     async def _read(self, req: Request) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._reading[req.rid] = task
+        try:
+            await self._read_attempt(req)
+        finally:
+            if self._reading.get(req.rid) is task:
+                del self._reading[req.rid]
+
+    async def _read_attempt(self, req: Request) -> None:
         ctx, peers = self.ctx, self.peers
         pe, de = req.pe, req.de
         assert pe is not None and de is not None and peers is not None
@@ -166,7 +95,8 @@ class RemoteScheduler(GlobalScheduler):
         reader = pe.node if req.path is ReadPath.PE else de.node
         nbytes = hit_blocks * ctx.full_block_bytes
         rng = BlockRange(req.session, 0, hit_blocks)
-        reader.read_q += req.hit
+        queued = req.hit  # (an abandoned attempt is reset while this still runs)
+        reader.read_q += queued
         req.t_read_start = ctx.clock.now()
         try:
             if req.path is ReadPath.DE:
@@ -176,7 +106,7 @@ class RemoteScheduler(GlobalScheduler):
                 reserve = req.hit * ctx.kv_token
                 reply = await self._read_kv(pe.node.name, req, reserve, rng, nbytes)
         finally:
-            reader.read_q -= req.hit
+            reader.read_q -= queued
         req.t_read_done = ctx.clock.now()
         self._account_read(req, reply, hit_blocks, nbytes)
         await peers.node(pe.node.name).Enqueue(
@@ -194,6 +124,7 @@ class RemoteScheduler(GlobalScheduler):
             target=self._target(req, rng.stop) if rng.stop else 0,
             nbytes=nbytes,
             vl=self.ctx.vl.kv_vl,
+            attempt=req.attempt,
         )
         return await self.peers.node(node).ReadKv(msg, timeout=self.opts.transfer_deadline())
 
@@ -210,6 +141,8 @@ class RemoteScheduler(GlobalScheduler):
         if reply.error_kind == "corrupted":
             integ.blocks_corrupted += 1
             raise KvReadFailedError(f"request {req.rid}: corrupted KV: {reply.error}")
+        if reply.error_kind == "cancelled":
+            raise asyncio.CancelledError  # the attempt was abandoned: nothing to report
         if reply.error:
             raise KvReadFailedError(f"request {req.rid}: {reply.error}")
         integ.blocks_read += hit_blocks
@@ -218,8 +151,8 @@ class RemoteScheduler(GlobalScheduler):
     # --- reports from the nodes -----------------------------------------------------------
     def on_report(self, rep: scheduler_pb2.Report) -> None:
         req = self.inflight.get(rep.rid)
-        if req is None:
-            return  # a report for a turn this scheduler no longer tracks (restarted run)
+        if req is None or rep.attempt != req.attempt:
+            return  # a turn (or an attempt of one) this scheduler no longer tracks
         if rep.kind == scheduler_pb2.REPORT_KIND_PE_RELEASED:
             self._released(req, rep)
         elif rep.kind == scheduler_pb2.REPORT_KIND_PROGRESS:
@@ -229,17 +162,22 @@ class RemoteScheduler(GlobalScheduler):
         elif rep.kind == scheduler_pb2.REPORT_KIND_DONE:
             self._done(req, rep)
         elif rep.kind == scheduler_pb2.REPORT_KIND_FAILED:
-            self.fail_request(req, KvReadFailedError(rep.message or "request failed on a node"))
+            exc = KvReadFailedError(rep.message or "request failed on a node")
+            if not self._retry(req, exc):
+                self.fail_request(req, exc)
 
     # --- one request fails, the scheduler goes on -------------------------------------------
     def contain(self, req: Request, exc: BaseException) -> bool:
         """Across processes a request's work fails for reasons outside this process (a node
-        died or is overloaded, a deadline passed, a block did not verify on a node): fail
-        that request explicitly to its client and free what it held here; a bug (any other
-        exception) still ends the run."""
+        died or is overloaded, a deadline passed, a block did not verify on a node): place
+        it again if a node did not answer before it decoded, else fail that request
+        explicitly to its client and free what it held; a bug (any other exception) still
+        ends the run."""
         if not isinstance(exc, CONTAINED):
             return False
-        self.fail_request(req, exc)
+        unreachable = isinstance(exc, grpc.aio.AioRpcError) and exc.code() in UNREACHABLE
+        if not (unreachable and self._retry(req, exc)):
+            self.fail_request(req, exc)
         return True
 
     def fail_request(self, req: Request, exc: BaseException) -> None:
@@ -247,8 +185,70 @@ class RemoteScheduler(GlobalScheduler):
         if self.inflight.pop(req.rid, None) is None:
             return
         self.ctx.metrics.failed += 1
-        hook = self.first_token.pop(req.rid, None)
+        self.first_token.pop(req.rid, None)  # no first token for a failed turn
         self.forget_pacer(req.rid)
+        self._abandon(req)
+        if not req.done.done():
+            req.done.set_exception(exc)
+
+    def cancel_queued(self, req: Request) -> bool:
+        """The client left before the turn reached a DE: it leaves the queues, frees what it
+        held, and its run_turn ends with CancelledError (nothing recorded)."""
+        if req.de is not None or self.inflight.pop(req.rid, None) is None:
+            return False
+        self.first_token.pop(req.rid, None)
+        self.forget_pacer(req.rid)
+        self._abandon(req)
+        req.done.cancel()
+        return True
+
+    # --- lost nodes -------------------------------------------------------------------------
+    def node_lost(self, name: str) -> None:
+        """`name` stopped heartbeating: place nothing more on it; its turns that have not
+        produced a token are placed again on live engines, the ones decoding there fail
+        now (the client's stream cannot be replayed), naming the node."""
+        if name in self.down:
+            return
+        self.down.add(name)
+        for req in list(self.inflight.values()):
+            on_pe = req.pe is not None and req.pe.node.name == name and req.t_first < 0
+            on_de = req.de is not None and req.de.node.name == name
+            if not (on_pe or on_de):
+                continue
+            why = NodeLostError(f"node {name} was lost (no heartbeat) during turn {req.rid}")
+            if req.t_first >= 0 or not self._retry(req, why):
+                self.fail_request(req, why)
+        for g, grp in enumerate(self.de_groups):  # a dead group's queue goes back to all
+            if not self._live(grp) and self.de_private[g]:
+                self.de_queue.extendleft(reversed(self.de_private[g]))
+                self.de_private[g].clear()
+        self._kick_all()
+
+    def node_back(self, name: str) -> None:
+        if name in self.down:
+            self.down.discard(name)
+            self._kick_all()
+
+    def _retry(self, req: Request, exc: BaseException) -> bool:
+        """Place a turn that has produced no token again, at the head of the queue."""
+        if req.t_first >= 0 or req.attempt + 1 >= MAX_ATTEMPTS or req.rid not in self.inflight:
+            return False
+        self._abandon(req)
+        req.unplace()
+        self.replaced += 1
+        self.pe_queue.appendleft(req)  # it arrived before anything queued now
+        self._kick_all()
+        return True
+
+    def _abandon(self, req: Request) -> None:
+        """Undo what this attempt holds: its read, its place in a queue, the engines' counts
+        here and its buffer reservations on the nodes."""
+        task = self._reading.pop(req.rid, None)
+        if task is not None:
+            task.cancel()
+        for q in (self.pe_queue, self.de_queue, *self.de_private):
+            if req in q:
+                q.remove(req)
         pe, de = req.pe, req.de
         if pe is not None and req.t_first < 0:  # the PE never reported its release
             release_prefill(req)
@@ -256,10 +256,24 @@ class RemoteScheduler(GlobalScheduler):
         if de is not None:
             release_decode(req)
             self._kick("de", [de.group])
-        if hook is not None:
-            hook()  # the admission queue forgets its prefill work
-        if not req.done.done():
-            req.done.set_exception(exc)
+        for node in {e.node.name for e in (pe, de) if e is not None} - self.down:
+            self._spawn(self._release_on(node, req.rid, req.attempt))
+
+    async def _release_on(self, node: str, rid: int, attempt: int) -> None:
+        if self.peers is None:
+            return
+        msg = node_pb2.ReleaseRequest(request_id=rid, attempt=attempt)
+        peers = self.peers
+        # a node that cannot be reached is gone: what it held went with it
+        with contextlib.suppress(grpc.aio.AioRpcError, TimeoutError, ConnectionError, KeyError):
+            await retry.idempotent(
+                lambda timeout: peers.node(node).Release(msg, timeout=timeout),
+                self.opts.rpc_timeout_s,
+            )
+
+    def _kick_all(self) -> None:
+        self._kick("pe", range(len(self.pe_groups)))
+        self._kick("de", range(len(self.de_groups)))
 
     def forget_pacer(self, rid: int) -> None:
         pacer = self.pacers.pop(rid, None)

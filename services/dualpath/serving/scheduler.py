@@ -26,14 +26,14 @@ from dualpath.frontdoor import (
     TurnSpec,
     make_app,
 )
-from dualpath.policies.base import release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2, scheduler_pb2_grpc
 from dualpath.serving.admission import Admission
 from dualpath.serving.events import EventSink
 from dualpath.serving.options import ServeOptions
+from dualpath.serving.pacer import TokenPacer
 from dualpath.serving.peers import Ctx, Peers
 from dualpath.serving.prom import ServiceCollector, registry_for
-from dualpath.serving.remote_scheduler import RemoteScheduler, TokenPacer
+from dualpath.serving.remote_scheduler import RemoteScheduler
 from dualpath.serving.service import ServiceShell
 from dualpath.serving.stats import base_stats, pack
 from dualpath.serving.world import World, build_world
@@ -82,8 +82,14 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         live = {m.name for m in members}
         expected = set(self.world.cluster.hw.nodes) | {"storage"}
         lost = expected - live
+        engines = set(self.world.cluster.hw.nodes)
         for name in sorted(lost - self.lost):
             self.events.emit("engine_lost", self.clock.now(), name=name)
+            if name in engines:
+                self.sched.node_lost(name)
+        for name in sorted(self.lost - lost):
+            self.events.emit("engine_back", self.clock.now(), name=name)
+            self.sched.node_back(name)
         self.lost = lost
 
     def _record_done(self, req: Request) -> None:
@@ -118,12 +124,8 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         return kv_pb2.StatsReply(msgpack=pack(self.stats()))
 
     # --- the front door's backend ----------------------------------------------------
-    async def run_turn(
-        self,
-        spec: TurnSpec,
-        first_token: Callable[[], None] | None = None,
-        on_tokens: Callable[[int, float], None] | None = None,
-    ) -> TurnResult:
+    def _admit(self, spec: TurnSpec) -> Request:
+        """Refuse (503, 429, 400) or queue a new turn."""
         if self.fatal.done():
             raise BackendUnavailable(f"the run failed: {self.fatal.exception()}")
         if not self.ready:
@@ -152,6 +154,15 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             raise BadTurn(str(exc)) from None
         self.admission.admitted(req.rid)
         self._turns[id(spec)] = req
+        return req
+
+    async def run_turn(
+        self,
+        spec: TurnSpec,
+        first_token: Callable[[], None] | None = None,
+        on_tokens: Callable[[int, float], None] | None = None,
+    ) -> TurnResult:
+        req = self._admit(spec)
         waiting = True
 
         def prefilled() -> None:  # the prefill ended: its work leaves the admission queue
@@ -172,10 +183,12 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             # a turn whose node died never reports: it fails at its deadline, not never
             await asyncio.wait_for(asyncio.shield(req.done), self.opts.transfer_deadline())
         except TimeoutError:
-            raise BackendUnavailable(
+            why = (
                 f"turn {req.rid} did not finish within {self.opts.transfer_deadline():.0f} s "
                 f"(lost nodes: {sorted(self.lost) or 'none'})"
-            ) from None
+            )
+            self.sched.fail_request(req, BackendUnavailable(why))  # frees what it held
+            raise BackendUnavailable(why) from None
         except (BackendBusy, BackendUnavailable, BadTurn):
             raise
         except Exception as exc:  # this turn's remote work failed: say so, explicitly
@@ -207,22 +220,8 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         req = self._turns.get(id(spec))
         if req is None or req.de is not None or req.done.done():
             return
-        s = self.sched
-        queue = s.pe_queue if req.pe is None else s.de_queue
-        for q in (queue, *([] if req.pe is None else s.de_private)):
-            if req in q:
-                q.remove(req)
-                break
-        else:
-            return
-        if req.pe is not None:
-            release_prefill(req)
-            s.kick_prefill(req.pe.group)
-        s.inflight.pop(req.rid, None)
-        self.sched.first_token.pop(req.rid, None)
-        self.sched.forget_pacer(req.rid)
-        self.cancelled += 1
-        req.done.cancel()  # run_turn ends with CancelledError: nothing recorded
+        if self.sched.cancel_queued(req):
+            self.cancelled += 1
 
     def http_app(self) -> web.Application:
         c = self.world.cluster

@@ -13,6 +13,7 @@ from typing import Any
 import msgpack  # type: ignore[import-untyped]
 
 from dualpath.core.clock import RealClock
+from dualpath.engines.request import Request
 from dualpath.links import Link
 from dualpath.links.snapshot import restore, snapshot
 from dualpath.report.metrics import Integrity, Metrics, RequestRecord
@@ -87,3 +88,28 @@ def _merge_metrics(m: Metrics, part: dict[str, Any], t0: float) -> None:
     m.attention_balance.extend((t - t0, r) for t, r in part["attention_balance"])
     m.forwards += part["forwards"]
     m.decode_chunks += part["decode_chunks"]
+
+
+class Stages:
+    """Mean emulated time of each stage of a turn: where the process runtime spends it."""
+
+    NAMES = ("queued", "read_wait", "read", "prefill", "decode")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.sums = dict.fromkeys(self.NAMES, 0.0)
+
+    def add(self, r: Request) -> None:
+        self.n += 1
+        parts = (
+            r.t_de - r.arrival,
+            r.t_read_start - r.t_de,
+            r.t_read_done - r.t_read_start,
+            r.t_first - r.t_read_done,
+            r.t_last - r.t_first,
+        )
+        for k, v in zip(self.NAMES, parts, strict=True):
+            self.sums[k] += v
+
+    def means(self) -> dict[str, float]:
+        return {k: v / self.n for k, v in self.sums.items()} if self.n else {}

@@ -64,6 +64,7 @@ def request_to_wire(req: Request, chains: ChainRegistry) -> node_pb2.TurnRequest
         t_read_start=req.t_read_start,
         t_read_done=req.t_read_done,
         t_first=req.t_first,
+        attempt=req.attempt,
     )
 
 
@@ -96,4 +97,5 @@ def request_from_wire(
         t_read_start=msg.t_read_start,
         t_read_done=msg.t_read_done,
         t_first=msg.t_first,
+        attempt=int(msg.attempt),
     )

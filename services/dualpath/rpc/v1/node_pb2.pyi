@@ -18,7 +18,7 @@ READ_PATH_PE: ReadPath
 READ_PATH_DE: ReadPath
 
 class TurnRequest(_message.Message):
-    __slots__ = ("rid", "session", "turn", "prompt", "gen", "arrival", "hit", "pe", "de", "path", "computed", "persisted_blocks", "hbm_bytes", "buffer_bytes", "t_pe", "t_de", "t_read_start", "t_read_done", "t_first", "lineage")
+    __slots__ = ("rid", "session", "turn", "prompt", "gen", "arrival", "hit", "pe", "de", "path", "computed", "persisted_blocks", "hbm_bytes", "buffer_bytes", "t_pe", "t_de", "t_read_start", "t_read_done", "t_first", "lineage", "attempt")
     RID_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,7 @@ class TurnRequest(_message.Message):
     T_READ_DONE_FIELD_NUMBER: _ClassVar[int]
     T_FIRST_FIELD_NUMBER: _ClassVar[int]
     LINEAGE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     rid: int
     session: int
     turn: int
@@ -59,23 +60,26 @@ class TurnRequest(_message.Message):
     t_read_done: float
     t_first: float
     lineage: _containers.RepeatedCompositeFieldContainer[_kv_pb2.Fork]
-    def __init__(self, rid: _Optional[int] = ..., session: _Optional[int] = ..., turn: _Optional[int] = ..., prompt: _Optional[int] = ..., gen: _Optional[int] = ..., arrival: _Optional[float] = ..., hit: _Optional[int] = ..., pe: _Optional[str] = ..., de: _Optional[str] = ..., path: _Optional[_Union[ReadPath, str]] = ..., computed: _Optional[int] = ..., persisted_blocks: _Optional[int] = ..., hbm_bytes: _Optional[float] = ..., buffer_bytes: _Optional[float] = ..., t_pe: _Optional[float] = ..., t_de: _Optional[float] = ..., t_read_start: _Optional[float] = ..., t_read_done: _Optional[float] = ..., t_first: _Optional[float] = ..., lineage: _Optional[_Iterable[_Union[_kv_pb2.Fork, _Mapping]]] = ...) -> None: ...
+    attempt: int
+    def __init__(self, rid: _Optional[int] = ..., session: _Optional[int] = ..., turn: _Optional[int] = ..., prompt: _Optional[int] = ..., gen: _Optional[int] = ..., arrival: _Optional[float] = ..., hit: _Optional[int] = ..., pe: _Optional[str] = ..., de: _Optional[str] = ..., path: _Optional[_Union[ReadPath, str]] = ..., computed: _Optional[int] = ..., persisted_blocks: _Optional[int] = ..., hbm_bytes: _Optional[float] = ..., buffer_bytes: _Optional[float] = ..., t_pe: _Optional[float] = ..., t_de: _Optional[float] = ..., t_read_start: _Optional[float] = ..., t_read_done: _Optional[float] = ..., t_first: _Optional[float] = ..., lineage: _Optional[_Iterable[_Union[_kv_pb2.Fork, _Mapping]]] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class ReadKvRequest(_message.Message):
-    __slots__ = ("request_id", "reserve_bytes", "range", "target", "nbytes", "vl")
+    __slots__ = ("request_id", "reserve_bytes", "range", "target", "nbytes", "vl", "attempt")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RESERVE_BYTES_FIELD_NUMBER: _ClassVar[int]
     RANGE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     NBYTES_FIELD_NUMBER: _ClassVar[int]
     VL_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     reserve_bytes: float
     range: _kv_pb2.BlockRange
     target: int
     nbytes: float
     vl: int
-    def __init__(self, request_id: _Optional[int] = ..., reserve_bytes: _Optional[float] = ..., range: _Optional[_Union[_kv_pb2.BlockRange, _Mapping]] = ..., target: _Optional[int] = ..., nbytes: _Optional[float] = ..., vl: _Optional[int] = ...) -> None: ...
+    attempt: int
+    def __init__(self, request_id: _Optional[int] = ..., reserve_bytes: _Optional[float] = ..., range: _Optional[_Union[_kv_pb2.BlockRange, _Mapping]] = ..., target: _Optional[int] = ..., nbytes: _Optional[float] = ..., vl: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class ReadKvReply(_message.Message):
     __slots__ = ("blocks_verified", "error", "error_kind")
@@ -90,3 +94,17 @@ class ReadKvReply(_message.Message):
 class Ack(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ReleaseRequest(_message.Message):
+    __slots__ = ("request_id", "attempt")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    attempt: int
+    def __init__(self, request_id: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class ReleaseReply(_message.Message):
+    __slots__ = ("released_bytes",)
+    RELEASED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    released_bytes: float
+    def __init__(self, released_bytes: _Optional[float] = ...) -> None: ...

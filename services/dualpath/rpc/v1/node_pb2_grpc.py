@@ -55,6 +55,11 @@ class NodeStub:
                 request_serializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.TurnRequest.SerializeToString,
                 response_deserializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.Ack.FromString,
                 _registered_method=True)
+        self.Release = channel.unary_unary(
+                '/dualpath.rpc.v1.Node/Release',
+                request_serializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.ReleaseRequest.SerializeToString,
+                response_deserializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.ReleaseReply.FromString,
+                _registered_method=True)
         self.Stats = channel.unary_unary(
                 '/dualpath.rpc.v1.Node/Stats',
                 request_serializer=dualpath_dot_rpc_dot_v1_dot_kv__pb2.StatsRequest.SerializeToString,
@@ -91,6 +96,12 @@ class NodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Release(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Stats(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -119,6 +130,11 @@ def add_NodeServicer_to_server(servicer, server):
                     servicer.Receive,
                     request_deserializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.TurnRequest.FromString,
                     response_serializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.Ack.SerializeToString,
+            ),
+            'Release': grpc.unary_unary_rpc_method_handler(
+                    servicer.Release,
+                    request_deserializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.ReleaseRequest.FromString,
+                    response_serializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.ReleaseReply.SerializeToString,
             ),
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
@@ -234,6 +250,33 @@ class Node:
             '/dualpath.rpc.v1.Node/Receive',
             dualpath_dot_rpc_dot_v1_dot_node__pb2.TurnRequest.SerializeToString,
             dualpath_dot_rpc_dot_v1_dot_node__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Release(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dualpath.rpc.v1.Node/Release',
+            dualpath_dot_rpc_dot_v1_dot_node__pb2.ReleaseRequest.SerializeToString,
+            dualpath_dot_rpc_dot_v1_dot_node__pb2.ReleaseReply.FromString,
             options,
             channel_credentials,
             insecure,

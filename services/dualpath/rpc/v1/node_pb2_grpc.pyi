@@ -40,6 +40,7 @@ class NodeStub:
     """PE: the request's hit KV is in a buffer; join its engine's FIFO."""
     Receive: _grpc.UnaryUnaryMultiCallable[_node_pb2.TurnRequest, _node_pb2.Ack]
     """DE: the request is prefilled and its KV is in this node's buffer; decode it."""
+    Release: _grpc.UnaryUnaryMultiCallable[_node_pb2.ReleaseRequest, _node_pb2.ReleaseReply]
     Stats: _grpc.UnaryUnaryMultiCallable[_kv_pb2.StatsRequest, _kv_pb2.StatsReply]
 
 @_typing.type_check_only
@@ -51,6 +52,7 @@ class NodeAsyncStub(NodeStub):
     """PE: the request's hit KV is in a buffer; join its engine's FIFO."""
     Receive: _aio.UnaryUnaryMultiCallable[_node_pb2.TurnRequest, _node_pb2.Ack]  # type: ignore[assignment]
     """DE: the request is prefilled and its KV is in this node's buffer; decode it."""
+    Release: _aio.UnaryUnaryMultiCallable[_node_pb2.ReleaseRequest, _node_pb2.ReleaseReply]  # type: ignore[assignment]
     Stats: _aio.UnaryUnaryMultiCallable[_kv_pb2.StatsRequest, _kv_pb2.StatsReply]  # type: ignore[assignment]
 
 class NodeServicer(metaclass=_abc_1.ABCMeta):
@@ -83,6 +85,13 @@ class NodeServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.Ack, _abc.Awaitable[_node_pb2.Ack]]:
         """DE: the request is prefilled and its KV is in this node's buffer; decode it."""
+
+    @_abc_1.abstractmethod
+    def Release(
+        self,
+        request: _node_pb2.ReleaseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.ReleaseReply, _abc.Awaitable[_node_pb2.ReleaseReply]]: ...
 
     @_abc_1.abstractmethod
     def Stats(
