@@ -103,6 +103,7 @@ def _flag_overrides(**flags: Any) -> dict[str, Any]:
         "replay": "workload.replay",
         "time_scale": "workload.time_scale",
         "trace_sessions": "workload.trace_sessions",
+        "fault": "faults.schedule",
     }
     out: dict[str, Any] = {}
     for flag, value in flags.items():
@@ -185,6 +186,10 @@ def sim(
     trace_sessions: Annotated[
         int | None, typer.Option(help="replay only the trace's first N sessions")
     ] = None,
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(help="degrade:NODE.snic|cnic=GBPS@AT[+FOR] (repeat; docs/faults.md)"),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="any setting: path.to.key=value")
@@ -198,6 +203,7 @@ def sim(
     `--trace PATH` replays a WEKA or Mooncake trace (docs/traces.md)."""
     from dualpath.blocks import BlockCorrupted, BlockMissing
     from dualpath.engines.capacity import CapacityError
+    from dualpath.faults.spec import virtual_faults_only
     from dualpath.report.plots import write_png
     from dualpath.report.render import markdown_report, summary_table
     from dualpath.runtime.cluster import TopologyError
@@ -208,7 +214,7 @@ def sim(
         model=model, gpu=gpu, seed=seed, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes,
         gpus_per_node=gpus_per_node, agents=agents, max_len=max_len, policy=policy, aps=aps,
         trace=trace, trace_format=trace_format, replay=replay, time_scale=time_scale,
-        trace_sessions=trace_sessions,
+        trace_sessions=trace_sessions, fault=fault,
     )  # fmt: skip
     if aps is not None:
         flags.setdefault("workload", {})["mode"] = "online"
@@ -217,6 +223,7 @@ def sim(
             flags["workload"]["source"] = detect_format(Path(trace))
         sc = resolve(preset, flags, set_ or [])
         validate(sc)
+        virtual_faults_only(sc.faults.schedule)
     except (ConfigError, ValueError) as exc:
         _fail(str(exc))
         return

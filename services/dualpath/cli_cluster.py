@@ -106,11 +106,18 @@ def _check_local_cluster(sc: Any) -> None:
             _fail(str(exc))
 
 
-def _scenario(preset: str, set_: list[str] | None, agents: int | None = None) -> Any:
+FAULT_HELP = "KIND[:TARGET[.LINK=GBPS]]@AT[+FOR], emulated s (repeat; docs/faults.md)"
+
+
+def _scenario(
+    preset: str, set_: list[str] | None, agents: int | None = None, fault: list[str] | None = None
+) -> Any:
     from dualpath.cli import _fail, validate
     from dualpath.config.presets import ConfigError, resolve
 
     flags: dict[str, Any] = {"workload": {"agents": agents}} if agents is not None else {}
+    if fault:
+        flags["faults"] = {"schedule": fault}
     try:
         sc = resolve(preset, flags, set_ or [])
         validate(sc)
@@ -219,6 +226,7 @@ def _endpoint_table(cl: Any) -> Table:
 def up(
     preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
     set_: Annotated[list[str] | None, typer.Option("--set", help="path.to.key=value")] = None,
+    fault: Annotated[list[str] | None, typer.Option(help=FAULT_HELP)] = None,
     http_port: Annotated[int, typer.Option(help="OpenAI-compatible API port")] = 8000,
     speedup: Annotated[float, typer.Option(help=SPEEDUP_HELP)] = 1.0,
     real_payload: Annotated[float, typer.Option(help="ship SCALE x the KV bytes")] = 0.0,
@@ -248,7 +256,7 @@ def up(
         _fail(f"--restart: expected one of {', '.join(modes)}, got {restart!r}")
     if not 0 <= max_restarts <= 1000:
         _fail(f"--max-restarts: expected 0 to 1000, got {max_restarts}")
-    sc = _scenario(preset, set_)
+    sc = _scenario(preset, set_, fault=fault)
     _check_local_cluster(sc)
     opts = _up_options(run_dir, http_port, speedup, real_payload, redis_url)
     policy = RestartPolicy(Restart(restart), max_restarts)
@@ -265,6 +273,7 @@ def run(
     preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
     agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="path.to.key=value")] = None,
+    fault: Annotated[list[str] | None, typer.Option(help=FAULT_HELP)] = None,
     out: Annotated[Path, typer.Option(help="JSON report (+ .md, .png beside it)")] = Path(
         "out/report.json"
     ),
@@ -285,7 +294,7 @@ def run(
     from dualpath.report.plots import write_png
     from dualpath.report.render import markdown_report, summary_table
 
-    sc = _scenario(preset, set_, agents)
+    sc = _scenario(preset, set_, agents, fault)
     _check_local_cluster(sc)
     check_out_path("--out", out)
     # No token for `run`'s cluster: loopback, private and gone when the report is written,

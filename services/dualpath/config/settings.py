@@ -262,6 +262,21 @@ class Online(_Section):
 
 class Faults(_Section):
     corrupt_blocks: int = Field(0, ge=0, description="persisted blocks to corrupt (self-test)")
+    schedule: list[str] = Field(
+        default_factory=list,
+        description="faults at emulated times, KIND[:TARGET[.LINK=GBPS]]@AT[+FOR], e.g. "
+        "kill:decode0@10+5, pause:prefill0@5+2, degrade:prefill0.snic=40@0+300, "
+        "redis-drop@20+3 (docs/faults.md); virtual time applies degrade only",
+    )
+
+    @field_validator("schedule")
+    @classmethod
+    def _parse_schedule(cls, v: list[str]) -> list[str]:
+        from dualpath.faults.spec import parse
+
+        for spec in v:
+            parse(spec)  # FaultError (a ValueError) names the fault and the syntax
+        return v
 
 
 class Limits(_Section):
@@ -335,6 +350,19 @@ class Scenario(BaseSettings):
                 f"{self.online.max_duration_s:g} = {arrivals:.3g} expected arrivals, more than "
                 f"limits.max_agents={lim.max_agents}; lower either, or raise limits.max_agents"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _fault_targets(self) -> Scenario:
+        from dualpath.faults.spec import check_targets, parse_all
+
+        t = self.topology
+        nodes = [f"prefill{i}" for i in range(t.prefill_nodes)]
+        nodes += [f"decode{i}" for i in range(t.decode_nodes)]
+        try:
+            check_targets(parse_all(self.faults.schedule), nodes)
+        except ValueError as exc:
+            raise ValueError(f"faults.schedule: {exc}") from None
         return self
 
 

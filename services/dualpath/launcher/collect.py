@@ -86,9 +86,24 @@ def _runtime(
         "flows": None,
         "remote_charges": sum(s.get("remote_charges", 0) for s in services),
         "payload_bytes_verified": sum(s.get("payload_bytes_verified", 0) for s in services),
+        "resilience": _resilience(services),
         "services": sorted(lag),
         "stage_means_s": next(
             (s.get("stages", {}) for s in services if s["service"] == "scheduler"), {}
         ),
         **extra,
+    }
+
+
+def _resilience(services: list[dict[str, Any]]) -> dict[str, Any]:
+    """What faults cost this run: turns placed again, persists the store never took, DRAM
+    reservations given back by abandoned attempts (all 0 in a healthy run)."""
+    sched = next((s for s in services if s["service"] == "scheduler"), {})
+    return {
+        "turns_replaced": sched.get("turns_replaced", 0),
+        "turns_cancelled": sched.get("turns_cancelled", 0),
+        "nodes_lost_at_end": sched.get("nodes_lost", []),
+        "persists_failed": sum(s.get("persists_failed", 0) for s in services),
+        "charges_lost": sum(s.get("charges_lost", 0) for s in services),
+        "buffer_released_bytes": sum(s.get("buffer_released_bytes", 0.0) for s in services),
     }

@@ -19,6 +19,8 @@ import yaml
 
 from dualpath.config.settings import Scenario
 from dualpath.control import Member, RedisServer, Registry
+from dualpath.faults.spec import parse_all
+from dualpath.launcher.faults import LiveFaults
 from dualpath.launcher.procs import ClusterStartError, ProcessGroup, RestartPolicy
 from dualpath.serving.host import expected_members
 from dualpath.serving.options import TOKEN_ENV
@@ -52,9 +54,17 @@ class LocalCluster:
     run_id: str = ""
     epoch: float = 0.0
     members: list[Member] = field(default_factory=list)
+    faults: LiveFaults | None = None
 
     def __post_init__(self) -> None:
         self.group = ProcessGroup(self.opts.run_dir / "logs")
+
+    def tick(self) -> None:
+        """Apply due faults, restart crashed services (raises ClusterStartError when one
+        exits that is not to be restarted). Call it often: every 0.2 s or less."""
+        if self.faults is not None:
+            self.faults.step()
+        self.group.check_alive()
 
     @property
     def http_addr(self) -> str:
@@ -95,6 +105,14 @@ class LocalCluster:
         )
         asyncio.run(self._wait_healthy())
         self.group.supervise(o.restart)
+        # the schedule's times count from the epoch, like every emulated time of the run
+        self.faults = LiveFaults(
+            parse_all(self.sc.faults.schedule),
+            self.group,
+            lambda: self.redis.pid if self.redis is not None else None,
+            self.epoch,
+            o.dilation,
+        )
 
     async def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.opts.start_timeout_s

@@ -104,6 +104,7 @@ class ProcessGroup:
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     restarts: list[RestartRecord] = field(default_factory=list)
     supervising: bool = False  # restarts armed (after startup; off again while stopping)
+    held: set[str] = field(default_factory=set)  # down on purpose (a kill fault): not restarted
     _recent: dict[str, deque[float]] = field(default_factory=dict)
 
     def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
@@ -132,6 +133,18 @@ class ProcessGroup:
         old.popen.wait(timeout=grace_s)
         return self._replace(old)
 
+    def hold(self, name: str) -> None:
+        """Keep `name` down when it exits (a fault kills it on purpose)."""
+        self.held.add(name)
+
+    def respawn(self, name: str) -> Proc:
+        """Start a held service again (the end of its kill fault)."""
+        self.held.discard(name)
+        old = next(p for p in self.procs if p.name == name)
+        if old.alive:
+            return old
+        return self._replace(old)
+
     def _replace(self, old: Proc) -> Proc:
         at = self.procs.index(old)  # keep the start order: stop() goes in reverse
         self.procs.remove(old)
@@ -153,7 +166,7 @@ class ProcessGroup:
         started the group: `dualpath up` calls it every 0.2 s."""
         now = time.monotonic()
         for p in list(self.procs):
-            if p.alive:
+            if p.alive or p.name in self.held:
                 continue
             code = int(p.popen.returncode)
             if not (self.supervising and self.policy.restarts(code)):

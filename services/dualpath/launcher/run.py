@@ -60,8 +60,8 @@ def serve_until_signal(
         with local_cluster(sc, opts) as cl:
             on_ready(cl)
             while not stop:
-                cl.group.check_alive()
-                time.sleep(0.2)
+                cl.tick()
+                time.sleep(0.1)
     finally:
         signal.signal(signal.SIGTERM, old)
 
@@ -90,7 +90,8 @@ def _run_workload(sc: Scenario, opts: UpOptions, progress: Progress | None) -> R
             opts.dilation,
             progress,
             opts.run_timeout_s,
-            check=cl.group.check_alive,
+            check=cl.tick,
+            tolerate_failures=bool(sc.faults.schedule),
         )
         report = finish_run(sc, cl, started, result.wall_s, result.turns)
     return RunOutcome(report, time.perf_counter() - started)
@@ -116,4 +117,6 @@ def finish_run(
     report = process_report(sc, services, t_start, t_end, wall_s, extra)
     report["workload"] = workload_section(make_workload(sc))  # what the load replayed
     report["history"] = history
+    if cl.faults is not None:  # what the launcher did, at the emulated times it did it
+        report["faults"]["events"] = cl.faults.log + report["faults"]["events"]
     return report

@@ -80,7 +80,7 @@ def _drive(
         on_ready(run, cl)
         while proc.poll() is None:
             if cl is not None:
-                cl.group.check_alive()
+                cl.tick()
             time.sleep(POLL_S)
     except KeyboardInterrupt:
         interrupted = True

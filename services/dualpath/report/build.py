@@ -231,6 +231,7 @@ def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
             "flows": cluster.hw.fabric.flows_started,
         },
         "jct_s": jct,
+        "faults": {"schedule": list(sc.faults.schedule), "events": list(cluster.faults.log)},
         "requests": {
             "completed": len(reqs),
             "failed": m.failed,

@@ -19,6 +19,8 @@ from dualpath.engines.hardware import GBPS_TO_BYTES, GBS_TO_BYTES, Hardware, add
 from dualpath.engines.prefill import PrefillUnit
 from dualpath.engines.request import EngineState, NodeState, ReadPath
 from dualpath.engines.scheduler import GlobalScheduler
+from dualpath.faults.links import VirtualFaults
+from dualpath.faults.spec import parse_all
 from dualpath.links import Fabric, VlArbitration
 from dualpath.policies.base import Limits, SchedulingPolicy
 from dualpath.policies.registry import default_registry
@@ -46,6 +48,7 @@ class Cluster:
     prefill_roofline: Roofline
     decode_roofline: Roofline
     limits: Limits
+    faults: VirtualFaults
 
 
 def _groups(n_nodes: int, group_nodes: int) -> list[list[int]]:
@@ -207,7 +210,13 @@ def build_cluster(sc: Scenario, clock: Clock, mean_context: int, mean_append: in
         sched.pe_unit.update({e.engine_id: u for e in u.engines})
     for d in de_units:
         sched.de_unit.update({e.engine_id: d for e in d.engines})
-    return Cluster(sc, clock, hw, metrics, policy, sched, pe_units, de_units, pe_rl, de_rl, limits)
+    # Link faults at their emulated times, on this clock: on processes each node applies
+    # them to the links it owns (kill, pause and redis-drop are the launcher's: signals).
+    faults = VirtualFaults(hw, clock)
+    faults.schedule(parse_all(sc.faults.schedule))
+    return Cluster(
+        sc, clock, hw, metrics, policy, sched, pe_units, de_units, pe_rl, de_rl, limits, faults
+    )
 
 
 def _units(

@@ -9,9 +9,20 @@ each remote owner gets one `Charge` RPC for its hops, started at the same moment
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+import grpc
+
 from dualpath.links import Fabric, Link
+
+log = logging.getLogger(__name__)
+PEER_GONE = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.UNKNOWN,
+)
 
 ChargeFn = Callable[[str, list[str], float, int], Awaitable[None]]
 
@@ -34,6 +45,7 @@ class DistributedMover:
         self._on_error = on_error
         self._tasks: set[asyncio.Task[None]] = set()
         self.remote_charges = 0
+        self.charges_lost = 0  # charges whose owner was gone (killed, hung past the deadline)
 
     def split(self, hops: Sequence[Link]) -> tuple[list[Link], dict[str, list[str]]]:
         local: list[Link] = []
@@ -79,7 +91,16 @@ class DistributedMover:
             await self._charge(owner, names, nbytes, vl)
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:  # a lost transfer must end the run, not hang it
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() not in PEER_GONE:
+                self._on_error(exc)  # the peer refused the charge: a bug, end the run
+                return
+            # The owner died or hangs: its links carry nothing now. This process's part
+            # goes on; the turn that needed the peer fails (or is placed again) where it
+            # meets the peer next (the hand-over), never this node.
+            self.charges_lost += 1
+            log.warning("charge on %s lost: %s", owner, exc.code().name)
+        except BaseException as exc:  # a bug in the transfer must end the run, not hang it
             self._on_error(exc)
             return
         done()

@@ -57,6 +57,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.engines: dict[str, EngineState] = {e.engine_id: e for g in groups for e in g}
         self.io = NodeIo(self)
         self.reservations = Reservations(self.node_hw.buffer)
+        self.persists_failed = 0  # persists the storage never took (it was down too long)
         self.units = self._build_units()
         self.unit_of: dict[str, Unit] = {e.engine_id: u for u in self.units for e in u.engines}
         self.peers: Peers | None = None
@@ -253,6 +254,9 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         out["remote_charges"] = self.mover.remote_charges
         out["payload_bytes_verified"] = self.payload_bytes_verified
         out["report_batches"] = self.reports.batches if self.reports else 0
+        out["persists_failed"] = self.persists_failed
+        out["charges_lost"] = self.mover.charges_lost
+        out["buffer_released_bytes"] = self.reservations.released_bytes
         return out
 
     def gauges(self) -> Gauges:

@@ -4,6 +4,7 @@ decode engines' persists, which cross into the storage process."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 import grpc
@@ -13,7 +14,7 @@ from dualpath.engines.context import EngineContext, RequestHook
 from dualpath.engines.decode import DecodeUnit, ProgressHook
 from dualpath.engines.request import EngineState
 from dualpath.rpc.v1 import kv_pb2, node_pb2
-from dualpath.serving import payload
+from dualpath.serving import payload, retry
 from dualpath.serving.peers import Ctx
 from dualpath.serving.storage import charge
 from dualpath.serving.wire import range_from_wire, range_to_wire
@@ -21,6 +22,7 @@ from dualpath.serving.wire import range_from_wire, range_to_wire
 if TYPE_CHECKING:
     from dualpath.serving.node import NodeShell
 
+log = logging.getLogger(__name__)
 DEADLINE_MARGIN_S = 0.05  # a downstream call must end before its caller's deadline does
 
 
@@ -160,6 +162,21 @@ class RemoteDecodeUnit(DecodeUnit):
             payload=payload.make(ranges[0].session, size),
         )
         # The store counts the blocks it adds (they become hits only once stored there).
-        await shell.peers.storage().Write(msg, timeout=shell.opts.transfer_deadline())
+        # A write is idempotent (a block already stored is not added again), so a storage
+        # restart is retried; a persist that still fails costs later turns a cache miss
+        # (counted), never the node.
+        peers = shell.peers
+        try:
+            await retry.idempotent(
+                lambda timeout: peers.storage().Write(msg, timeout=timeout),
+                shell.opts.transfer_deadline(),
+            )
+        except (grpc.aio.AioRpcError, TimeoutError, ConnectionError) as exc:
+            shell.persists_failed += 1
+            log.warning("persist of %s failed: %s", ranges[0], _code(exc))
         if local is not None:
             await local
+
+
+def _code(exc: BaseException) -> str:
+    return exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)

@@ -9,21 +9,21 @@ DE), and the engines' completions come back as batched reports.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 
 from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext
 from dualpath.engines.request import EngineState, ReadPath, Request
-from dualpath.engines.scheduler import GlobalScheduler
 from dualpath.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2
 from dualpath.serving import retry
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.pacer import TokenPacer
 from dualpath.serving.peers import Peers
+from dualpath.serving.recovery import Recovery
 from dualpath.serving.stats import Stages
 from dualpath.serving.wire import lineage_to_wire, range_to_wire, request_to_wire
 
@@ -32,8 +32,13 @@ class KvReadFailedError(RuntimeError):
     """A node could not verify a request's KV (missing or corrupted block): fail loudly."""
 
 
-class NodeLostError(RuntimeError):
-    """A node of the turn's path stopped heartbeating after the turn had started decoding."""
+class PeerUnreachableError(ConnectionError):
+    """`node` did not answer (connection refused, deadline): suspect it until the registry
+    shows it alive again, and place the turn elsewhere."""
+
+    def __init__(self, node: str, exc: grpc.aio.AioRpcError) -> None:
+        super().__init__(f"{node}: {exc.code().name} ({exc.details()})")
+        self.node = node
 
 
 # Failures of one request's remote work (see `RemoteScheduler.contain`).
@@ -43,7 +48,7 @@ UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 MAX_ATTEMPTS = 3  # placements of one turn before its failure reaches the client
 
 
-class RemoteScheduler(GlobalScheduler):
+class RemoteScheduler(Recovery):
     def __init__(
         self,
         ctx: EngineContext,
@@ -61,6 +66,8 @@ class RemoteScheduler(GlobalScheduler):
         self.on_done: Callable[[Request], None] = lambda _req: None
         self._reading: dict[int, asyncio.Task[None]] = {}  # rid -> its KV read, while it runs
         self.replaced = 0  # turns placed again after a node on their path was lost
+        self.suspects: dict[str, float] = {}  # node -> emulated time a call to it failed
+        self.lost_nodes: set[str] = set()  # declared lost by the registry (or restarted)
 
     def submit(self, req: Request) -> None:
         super().submit(req)  # raises CapacityError before anything is queued
@@ -109,9 +116,8 @@ class RemoteScheduler(GlobalScheduler):
             reader.read_q -= queued
         req.t_read_done = ctx.clock.now()
         self._account_read(req, reply, hit_blocks, nbytes)
-        await peers.node(pe.node.name).Enqueue(
-            request_to_wire(req, ctx.chains), timeout=self.opts.rpc_timeout_s
-        )
+        wire = request_to_wire(req, ctx.chains)
+        await self._call(pe.node.name, peers.node(pe.node.name).Enqueue, wire)
 
     async def _read_kv(
         self, node: str, req: Request, reserve: float, rng: BlockRange, nbytes: float
@@ -126,7 +132,17 @@ class RemoteScheduler(GlobalScheduler):
             vl=self.ctx.vl.kv_vl,
             attempt=req.attempt,
         )
-        return await self.peers.node(node).ReadKv(msg, timeout=self.opts.transfer_deadline())
+        reply: node_pb2.ReadKvReply = await self._call(node, self.peers.node(node).ReadKv, msg)
+        return reply
+
+    async def _call(self, node: str, method: Any, msg: Any) -> Any:
+        """One RPC to a node; a node that does not answer becomes a PeerUnreachableError."""
+        try:
+            return await method(msg, timeout=self.opts.transfer_deadline())
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in UNREACHABLE:
+                raise PeerUnreachableError(node, exc) from exc
+            raise
 
     def _account_read(
         self, req: Request, reply: node_pb2.ReadKvReply, hit_blocks: int, nbytes: float
@@ -175,8 +191,9 @@ class RemoteScheduler(GlobalScheduler):
         ends the run."""
         if not isinstance(exc, CONTAINED):
             return False
-        unreachable = isinstance(exc, grpc.aio.AioRpcError) and exc.code() in UNREACHABLE
-        if not (unreachable and self._retry(req, exc)):
+        if isinstance(exc, PeerUnreachableError):
+            self.suspect(exc.node)
+        if not (isinstance(exc, PeerUnreachableError) and self._retry(req, exc)):
             self.fail_request(req, exc)
         return True
 
@@ -201,79 +218,6 @@ class RemoteScheduler(GlobalScheduler):
         self._abandon(req)
         req.done.cancel()
         return True
-
-    # --- lost nodes -------------------------------------------------------------------------
-    def node_lost(self, name: str) -> None:
-        """`name` stopped heartbeating: place nothing more on it; its turns that have not
-        produced a token are placed again on live engines, the ones decoding there fail
-        now (the client's stream cannot be replayed), naming the node."""
-        if name in self.down:
-            return
-        self.down.add(name)
-        for req in list(self.inflight.values()):
-            on_pe = req.pe is not None and req.pe.node.name == name and req.t_first < 0
-            on_de = req.de is not None and req.de.node.name == name
-            if not (on_pe or on_de):
-                continue
-            why = NodeLostError(f"node {name} was lost (no heartbeat) during turn {req.rid}")
-            if req.t_first >= 0 or not self._retry(req, why):
-                self.fail_request(req, why)
-        for g, grp in enumerate(self.de_groups):  # a dead group's queue goes back to all
-            if not self._live(grp) and self.de_private[g]:
-                self.de_queue.extendleft(reversed(self.de_private[g]))
-                self.de_private[g].clear()
-        self._kick_all()
-
-    def node_back(self, name: str) -> None:
-        if name in self.down:
-            self.down.discard(name)
-            self._kick_all()
-
-    def _retry(self, req: Request, exc: BaseException) -> bool:
-        """Place a turn that has produced no token again, at the head of the queue."""
-        if req.t_first >= 0 or req.attempt + 1 >= MAX_ATTEMPTS or req.rid not in self.inflight:
-            return False
-        self._abandon(req)
-        req.unplace()
-        self.replaced += 1
-        self.pe_queue.appendleft(req)  # it arrived before anything queued now
-        self._kick_all()
-        return True
-
-    def _abandon(self, req: Request) -> None:
-        """Undo what this attempt holds: its read, its place in a queue, the engines' counts
-        here and its buffer reservations on the nodes."""
-        task = self._reading.pop(req.rid, None)
-        if task is not None:
-            task.cancel()
-        for q in (self.pe_queue, self.de_queue, *self.de_private):
-            if req in q:
-                q.remove(req)
-        pe, de = req.pe, req.de
-        if pe is not None and req.t_first < 0:  # the PE never reported its release
-            release_prefill(req)
-            self._kick("pe", [pe.group])
-        if de is not None:
-            release_decode(req)
-            self._kick("de", [de.group])
-        for node in {e.node.name for e in (pe, de) if e is not None} - self.down:
-            self._spawn(self._release_on(node, req.rid, req.attempt))
-
-    async def _release_on(self, node: str, rid: int, attempt: int) -> None:
-        if self.peers is None:
-            return
-        msg = node_pb2.ReleaseRequest(request_id=rid, attempt=attempt)
-        peers = self.peers
-        # a node that cannot be reached is gone: what it held went with it
-        with contextlib.suppress(grpc.aio.AioRpcError, TimeoutError, ConnectionError, KeyError):
-            await retry.idempotent(
-                lambda timeout: peers.node(node).Release(msg, timeout=timeout),
-                self.opts.rpc_timeout_s,
-            )
-
-    def _kick_all(self) -> None:
-        self._kick("pe", range(len(self.pe_groups)))
-        self._kick("de", range(len(self.de_groups)))
 
     def forget_pacer(self, rid: int) -> None:
         pacer = self.pacers.pop(rid, None)

@@ -62,6 +62,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         self._turns: dict[int, Request] = {}  # id(spec) -> its request, while it runs
         self.cancelled = 0
         self.lost: set[str] = set()
+        self._pids: dict[str, str] = {}  # node -> the pid it registered with
         self.exit_on_fatal = False  # keep serving so clients learn why the run failed
 
     def _on_fatal(self, fut: asyncio.Future[None]) -> None:
@@ -83,6 +84,16 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         expected = set(self.world.cluster.hw.nodes) | {"storage"}
         lost = expected - live
         engines = set(self.world.cluster.hw.nodes)
+        # A node restarted within its TTL never looks absent, but its predecessor's turns
+        # died with it: a new pid is a lost node that is back at once.
+        for m in members:
+            pid = m.meta.get("pid", "")
+            if self._pids.setdefault(m.name, pid) != pid:
+                self._pids[m.name] = pid
+                if m.name in engines and m.name not in self.lost:
+                    self.events.emit("engine_restarted", self.clock.now(), name=m.name)
+                    self.sched.node_lost(m.name)
+                    self.sched.node_back(m.name)
         for name in sorted(lost - self.lost):
             self.events.emit("engine_lost", self.clock.now(), name=name)
             if name in engines:
@@ -91,6 +102,11 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             self.events.emit("engine_back", self.clock.now(), name=name)
             self.sched.node_back(name)
         self.lost = lost
+        # a suspect still registered a lease after the refusal is alive after all
+        lease = self.opts.heartbeat_ttl_s * self.clock.dilation
+        for name, since in list(self.sched.suspects.items()):
+            if name in live and self.clock.now() - since > lease:
+                self.sched.node_back(name)
 
     def _record_done(self, req: Request) -> None:
         self.events.emit(
@@ -273,6 +289,9 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         out = base_stats(self.name, self.clock, [], self.sched.ctx.metrics, requests=True)
         out["inflight"] = len(self.sched.inflight)
         out["stages"] = self.sched.stages.means()
+        out["turns_replaced"] = self.sched.replaced
+        out["turns_cancelled"] = self.cancelled
+        out["nodes_lost"] = sorted(self.lost)
         return out
 
     async def stop(self) -> None:

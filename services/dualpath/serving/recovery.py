@@ -1,0 +1,125 @@
+"""What the scheduler does when a node is lost or does not answer (the process runtime).
+
+Placement skips lost and suspected nodes (`GlobalScheduler.down`). A turn that has not
+produced a token is placed again as a new attempt (its old attempt's reservations are
+released on the nodes, and their late reports ignored); a turn already streaming tokens
+fails at once, naming the node: its client's stream cannot be replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import abstractmethod
+
+import grpc
+
+from dualpath.engines.request import Request
+from dualpath.engines.scheduler import GlobalScheduler
+from dualpath.policies.base import release_decode, release_prefill
+from dualpath.rpc.v1 import node_pb2
+from dualpath.serving import retry
+from dualpath.serving.options import ServeOptions
+from dualpath.serving.peers import Peers
+
+MAX_ATTEMPTS = 3  # placements of one turn before its failure reaches the client
+
+
+class NodeLostError(RuntimeError):
+    """A node of the turn's path stopped heartbeating after the turn had started decoding."""
+
+
+class Recovery(GlobalScheduler):
+    opts: ServeOptions
+    peers: Peers | None
+    inflight: dict[int, Request]
+    replaced: int
+    suspects: dict[str, float]
+    lost_nodes: set[str]
+    _reading: dict[int, asyncio.Task[None]]
+
+    @abstractmethod
+    def fail_request(self, req: Request, exc: BaseException) -> None: ...
+
+    def node_lost(self, name: str) -> None:
+        """`name` stopped heartbeating: place nothing more on it; its turns that have not
+        produced a token are placed again on live engines, the ones decoding there fail
+        now (the client's stream cannot be replayed), naming the node."""
+        if name in self.lost_nodes:
+            return
+        self.lost_nodes.add(name)
+        self.down.add(name)  # (it may have been only suspected so far)
+        self.suspects.pop(name, None)
+        for req in list(self.inflight.values()):
+            on_pe = req.pe is not None and req.pe.node.name == name and req.t_first < 0
+            on_de = req.de is not None and req.de.node.name == name
+            if not (on_pe or on_de):
+                continue
+            why = NodeLostError(f"node {name} was lost (no heartbeat) during turn {req.rid}")
+            if req.t_first >= 0 or not self._retry(req, why):
+                self.fail_request(req, why)
+        for g, grp in enumerate(self.de_groups):  # a dead group's queue goes back to all
+            if not self._live(grp) and self.de_private[g]:
+                self.de_queue.extendleft(reversed(self.de_private[g]))
+                self.de_private[g].clear()
+        self._kick_all()
+
+    def suspect(self, name: str) -> None:
+        """A call to `name` was refused: place nothing there until the registry shows it
+        alive after `opts.heartbeat_ttl_s` (a dead node drops out of it by then)."""
+        if name not in self.down:
+            self.down.add(name)
+            self.suspects[name] = self.ctx.clock.now()
+
+    def node_back(self, name: str) -> None:
+        self.suspects.pop(name, None)
+        self.lost_nodes.discard(name)
+        if name in self.down:
+            self.down.discard(name)
+            self._kick_all()
+
+    def _retry(self, req: Request, exc: BaseException) -> bool:
+        """Place a turn that has produced no token again, at the head of the queue."""
+        if req.t_first >= 0 or req.attempt + 1 >= MAX_ATTEMPTS or req.rid not in self.inflight:
+            return False
+        self._abandon(req)
+        req.unplace()
+        self.replaced += 1
+        self.pe_queue.appendleft(req)  # it arrived before anything queued now
+        self._kick_all()
+        return True
+
+    def _abandon(self, req: Request) -> None:
+        """Undo what this attempt holds: its read, its place in a queue, the engines' counts
+        here and its buffer reservations on the nodes."""
+        task = self._reading.pop(req.rid, None)
+        if task is not None:
+            task.cancel()
+        for q in (self.pe_queue, self.de_queue, *self.de_private):
+            if req in q:
+                q.remove(req)
+        pe, de = req.pe, req.de
+        if pe is not None and req.t_first < 0:  # the PE never reported its release
+            release_prefill(req)
+            self._kick("pe", [pe.group])
+        if de is not None:
+            release_decode(req)
+            self._kick("de", [de.group])
+        for node in {e.node.name for e in (pe, de) if e is not None} - self.down:
+            self._spawn(self._release_on(node, req.rid, req.attempt))
+
+    async def _release_on(self, node: str, rid: int, attempt: int) -> None:
+        if self.peers is None:
+            return
+        msg = node_pb2.ReleaseRequest(request_id=rid, attempt=attempt)
+        peers = self.peers
+        # a node that cannot be reached is gone: what it held went with it
+        with contextlib.suppress(grpc.aio.AioRpcError, TimeoutError, ConnectionError, KeyError):
+            await retry.idempotent(
+                lambda timeout: peers.node(node).Release(msg, timeout=timeout),
+                self.opts.rpc_timeout_s,
+            )
+
+    def _kick_all(self) -> None:
+        self._kick("pe", range(len(self.pe_groups)))
+        self._kick("de", range(len(self.de_groups)))
