@@ -136,6 +136,18 @@ class LocalCluster:
         finally:
             await r.aclose()
 
+    def refresh_members(self) -> None:
+        """Re-read the registry: a restarted service listens on a new port."""
+
+        async def read() -> list[Member]:
+            r = aioredis.Redis.from_url(self.redis_url, socket_timeout=5)
+            try:
+                return await Registry(r, self.run_id).members()
+            finally:
+                await r.aclose()
+
+        self.members = asyncio.run(read())
+
     def stop(self) -> list[str]:
         killed = self.group.stop(self.opts.grace_s)
         if self.redis is not None:
