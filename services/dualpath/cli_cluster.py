@@ -297,11 +297,9 @@ def run(
     sc = _scenario(preset, set_, agents, fault)
     _check_local_cluster(sc)
     check_out_path("--out", out)
-    # No token for `run`'s cluster: loopback, private and gone when the report is written,
-    # and its report is gathered over gRPC by launcher/collect.py, which sends none.
-    opts = _up_options(
-        out.parent / "cluster", http_port, speedup, real_payload, redis_url, "--out", False
-    )
+    # $DUALPATH_TOKEN (if set) guards the services as for `dualpath up`; the report is
+    # gathered with it (launcher/collect.py).
+    opts = _up_options(out.parent / "cluster", http_port, speedup, real_payload, redis_url, "--out")
     console = Console(stderr=True)
     progress = _progress(console) if not quiet and console.is_terminal else None
     try:

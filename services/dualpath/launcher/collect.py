@@ -15,13 +15,19 @@ from dualpath.core.clock import VirtualClock, run_virtual
 from dualpath.report.build import build_report
 from dualpath.report.history import check_history
 from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc, node_pb2_grpc, scheduler_pb2_grpc
+from dualpath.serving.peers import bearer_interceptors
 from dualpath.serving.stats import merge_into, unpack
 from dualpath.serving.world import build_world
 
 
-async def gather_stats(addrs: dict[str, str], timeout_s: float = 30.0) -> list[dict[str, Any]]:
+async def gather_stats(
+    addrs: dict[str, str], timeout_s: float = 30.0, token: str | None = None
+) -> list[dict[str, Any]]:
+    """Every service's Stats; with the run's token when its services require one."""
+    interceptors = bearer_interceptors(token) if token else None
+
     async def one(name: str, addr: str) -> dict[str, Any]:
-        async with grpc.aio.insecure_channel(addr) as ch:
+        async with grpc.aio.insecure_channel(addr, interceptors=interceptors) as ch:
             stub: Any
             if name == "storage":
                 stub = kv_pb2_grpc.BlockStoreStub(ch)
