@@ -255,10 +255,11 @@ class DecodeUnit:
         if not ranges:
             return
         nbytes = sum(rng.nblocks for rng in ranges) * ctx.full_block_bytes
-        self._ship(ranges, nbytes, de)
+        self.ship(ranges, nbytes, de)
 
-    def _ship(self, ranges: list[BlockRange], nbytes: float, de: EngineState) -> None:
-        """Move the filled blocks to the store (the process runtime ships them over gRPC)."""
+    def ship(self, ranges: list[BlockRange], nbytes: float, de: EngineState) -> None:
+        """Seam: move the filled blocks to the store. Here on this process's fabric and
+        store; the process runtime sends them to the storage process (serving/node_io.py)."""
         ctx = self.ctx
         ctx.move(nbytes, ctx.hw.persist_hops(de), ctx.vl.kv_vl, lambda: self._persisted(ranges))
 

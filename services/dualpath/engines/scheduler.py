@@ -22,7 +22,7 @@ from dualpath.engines.capacity import CapacityError
 from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
-from dualpath.engines.request import EngineState, ReadPath, Request
+from dualpath.engines.request import EngineState, NodeState, ReadPath, Request
 from dualpath.policies.base import release_prefill
 
 
@@ -172,7 +172,7 @@ class GlobalScheduler:
             req.hbm_bytes = req.length * self.ctx.kv_token
             if de.free_hbm < -1e-6:
                 raise RuntimeError(f"policy over-committed HBM on {de.engine_id}")
-            self._spawn(self._read(req), req)
+            self._spawn(self.read_kv(req), req)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], req: Request | None = None) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -196,21 +196,18 @@ class GlobalScheduler:
         return False
 
     # --- the KV read ----------------------------------------------------------------------
-    async def _read(self, req: Request) -> None:
+    async def read_kv(self, req: Request) -> None:
+        """Seam: read a placed request's hit KV into a DRAM buffer, then hand it to its PE.
+        Here: on this process's fabric and store. The process runtime overrides it with
+        RPCs to the reading node (serving/remote_scheduler.py); both plan the read and
+        account its outcome with the methods below, so the rules live once."""
         ctx = self.ctx
         pe, de = req.pe, req.de
         assert pe is not None and de is not None
-        bt = ctx.engine.block_tokens
-        hit_blocks = min(ctx.store.prefix_blocks(req.session), (req.prompt - 1) // bt)
-        req.hit = req.computed = hit_blocks * bt
-        req.persisted_blocks = hit_blocks
-        req.path = ctx.policy.choose_path(req, pe.node, de.node)
-        req.buffer_bytes = req.prompt * ctx.kv_token
+        node, hit_blocks, nbytes = self.plan_read(req, ctx.store.prefix_blocks(req.session))
         await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
         if req.path is ReadPath.PE and req.hit:
             await ctx.hw.node_of(pe).buffer.acquire(req.hit * ctx.kv_token)
-        node = pe.node if req.path is ReadPath.PE else de.node
-        nbytes = hit_blocks * ctx.full_block_bytes
         node.read_q += req.hit
         req.t_read_start = ctx.clock.now()
         if nbytes > 0:
@@ -223,6 +220,33 @@ class GlobalScheduler:
         self._verify_read(req, hit_blocks, nbytes)
         self.pe_unit[pe.engine_id].enqueue(req)
 
+    def plan_read(self, req: Request, stored_blocks: int) -> tuple[NodeState, int, float]:
+        """Decide what a placed request reads and where (the paper's rules): the hit is the
+        stored prefix (all but the last prompt token's block), the side is the policy's
+        read-path choice. Returns (reading node, hit blocks, bytes to read)."""
+        ctx = self.ctx
+        pe, de = req.pe, req.de
+        assert pe is not None and de is not None
+        hit_blocks = min(stored_blocks, (req.prompt - 1) // ctx.engine.block_tokens)
+        req.hit = req.computed = hit_blocks * ctx.engine.block_tokens
+        req.persisted_blocks = hit_blocks
+        req.path = ctx.policy.choose_path(req, pe.node, de.node)
+        req.buffer_bytes = req.prompt * ctx.kv_token
+        node = pe.node if req.path is ReadPath.PE else de.node
+        return node, hit_blocks, hit_blocks * ctx.full_block_bytes
+
+    def account_read(self, req: Request, hit_blocks: int, nbytes: float, outcome: str) -> None:
+        """Record a read's outcome where it was verified: "ok", "missing" or "corrupted"."""
+        integ = self.ctx.metrics.integrity
+        self.ctx.metrics.record_path(req.path, nbytes)
+        if outcome == "missing":
+            integ.blocks_lost += 1
+        elif outcome == "corrupted":
+            integ.blocks_corrupted += 1
+        elif hit_blocks:
+            integ.blocks_read += hit_blocks
+            integ.bytes_from_storage += nbytes
+
     def _target(self, req: Request, hit_blocks: int) -> int:
         """The storage target serving this read, striped by the blocks' chained hash."""
         n = len(self.ctx.hw.targets)
@@ -230,19 +254,13 @@ class GlobalScheduler:
 
     def _verify_read(self, req: Request, hit_blocks: int, nbytes: float) -> None:
         """Every block is checked where it is consumed; a bad block fails the run loudly."""
-        ctx = self.ctx
-        integ = ctx.metrics.integrity
-        ctx.metrics.record_path(req.path, nbytes)
-        if hit_blocks == 0:
-            return
-        rng = BlockRange(req.session, 0, hit_blocks)
         try:
-            ctx.store.read_verified(rng)
+            if hit_blocks:
+                self.ctx.store.read_verified(BlockRange(req.session, 0, hit_blocks))
         except BlockMissing:
-            integ.blocks_lost += 1
+            self.account_read(req, hit_blocks, nbytes, "missing")
             raise
         except BlockCorrupted:
-            integ.blocks_corrupted += 1
+            self.account_read(req, hit_blocks, nbytes, "corrupted")
             raise
-        integ.blocks_read += hit_blocks
-        integ.bytes_from_storage += nbytes
+        self.account_read(req, hit_blocks, nbytes, "ok")

@@ -141,7 +141,7 @@ class RemoteDecodeUnit(DecodeUnit):
         super().__init__(ctx, engines, on_done, on_progress)
         self._io = io
 
-    def _ship(self, ranges: list[BlockRange], nbytes: float, de: EngineState) -> None:
+    def ship(self, ranges: list[BlockRange], nbytes: float, de: EngineState) -> None:
         task = asyncio.get_running_loop().create_task(self._write(ranges, nbytes, de))
         self._io.shell._tasks.add(task)
         task.add_done_callback(self._io.shell._task_done)

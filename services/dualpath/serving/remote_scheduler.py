@@ -73,7 +73,9 @@ class RemoteScheduler(Recovery):
         super().submit(req)  # raises CapacityError before anything is queued
         self.inflight[req.rid] = req
 
-    async def _read(self, req: Request) -> None:
+    async def read_kv(self, req: Request) -> None:
+        """The core's seam, over gRPC: the reading node reserves its buffer, reads and
+        verifies (ReadKv), then the PE's node gets the turn (Enqueue)."""
         task = asyncio.current_task()
         assert task is not None
         self._reading[req.rid] = task
@@ -87,20 +89,13 @@ class RemoteScheduler(Recovery):
         ctx, peers = self.ctx, self.peers
         pe, de = req.pe, req.de
         assert pe is not None and de is not None and peers is not None
-        bt = ctx.engine.block_tokens
         msg = kv_pb2.LookupRequest(
             sessions=[req.session], lineage=lineage_to_wire(ctx.chains, req.session)
         )
         lookup = await retry.idempotent(
             lambda timeout: peers.storage().Lookup(msg, timeout=timeout), self.opts.rpc_timeout_s
         )
-        hit_blocks = min(int(lookup.prefix_blocks[0]), (req.prompt - 1) // bt)
-        req.hit = req.computed = hit_blocks * bt
-        req.persisted_blocks = hit_blocks
-        req.path = ctx.policy.choose_path(req, pe.node, de.node)
-        req.buffer_bytes = req.prompt * ctx.kv_token
-        reader = pe.node if req.path is ReadPath.PE else de.node
-        nbytes = hit_blocks * ctx.full_block_bytes
+        reader, hit_blocks, nbytes = self.plan_read(req, int(lookup.prefix_blocks[0]))
         rng = BlockRange(req.session, 0, hit_blocks)
         queued = req.hit  # (an abandoned attempt is reset while this still runs)
         reader.read_q += queued
@@ -147,22 +142,16 @@ class RemoteScheduler(Recovery):
     def _account_read(
         self, req: Request, reply: node_pb2.ReadKvReply, hit_blocks: int, nbytes: float
     ) -> None:
-        integ = self.ctx.metrics.integrity
-        self.ctx.metrics.record_path(req.path, nbytes)
         # The node that verified the read knows which block is missing or which digests
         # differ: its message says so (this process only has the error kind).
-        if reply.error_kind == "missing":
-            integ.blocks_lost += 1
-            raise KvReadFailedError(f"request {req.rid}: missing KV: {reply.error}")
-        if reply.error_kind == "corrupted":
-            integ.blocks_corrupted += 1
-            raise KvReadFailedError(f"request {req.rid}: corrupted KV: {reply.error}")
         if reply.error_kind == "cancelled":
             raise asyncio.CancelledError  # the attempt was abandoned: nothing to report
+        if reply.error_kind in ("missing", "corrupted"):
+            self.account_read(req, hit_blocks, nbytes, reply.error_kind)
+            raise KvReadFailedError(f"request {req.rid}: {reply.error_kind} KV: {reply.error}")
         if reply.error:
             raise KvReadFailedError(f"request {req.rid}: {reply.error}")
-        integ.blocks_read += hit_blocks
-        integ.bytes_from_storage += nbytes
+        self.account_read(req, hit_blocks, nbytes, "ok")
 
     # --- reports from the nodes -----------------------------------------------------------
     def on_report(self, rep: scheduler_pb2.Report) -> None:
