@@ -152,18 +152,19 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=20, help="turns per session")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("out/nemesis.json"))
+    ap.add_argument("--fault", action="append", default=[], help="run this one schedule (repeat)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     sc = resolve("smoke", {"topology": {"decode_nodes": 2}}, [])
     load = Load(args.sessions, args.turns)
     results = []
-    for i in range(args.schedules):
-        specs = random_schedule(rng, horizon_s=40.0)
+    for i in range(1 if args.fault else args.schedules):
+        specs = args.fault or random_schedule(rng, horizon_s=40.0)
         res = run_schedule(sc, specs, args.out.parent / f"nemesis-{i}", load)
         results.append(res)
         v = res["verdict"]
         print(
-            f"[{i + 1}/{args.schedules}] {' '.join(specs)}: ok={v['ok']} turns={v['turns']} "
+            f"[{i + 1}] {' '.join(specs)}: ok={v['ok']} turns={v['turns']} "
             f"completed={v['completed']} failed={v['failed_explicitly']} lost={v['lost']} "
             f"dup={v['duplicated']} order={v['out_of_order']} blocks_lost={v['blocks_lost']} "
             f"corrupted={v['blocks_corrupted']} detect={res['detect_s']} wall={res['wall_s']} s",

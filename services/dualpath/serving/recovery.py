@@ -51,7 +51,10 @@ class Recovery(GlobalScheduler):
         self.down.add(name)  # (it may have been only suspected so far)
         self.suspects.pop(name, None)
         for req in list(self.inflight.values()):
-            on_pe = req.pe is not None and req.pe.node.name == name and req.t_first < 0
+            # A turn needs its PE until the DE has it: its first decode chunk (a PROGRESS
+            # report) is the sign; a PE lost between its release and the hand-over would
+            # leave the turn waiting for a Receive that never comes.
+            on_pe = req.pe is not None and req.pe.node.name == name and req.generated == 0
             on_de = req.de is not None and req.de.node.name == name
             if not (on_pe or on_de):
                 continue

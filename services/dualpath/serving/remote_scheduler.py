@@ -161,6 +161,7 @@ class RemoteScheduler(Recovery):
         if rep.kind == scheduler_pb2.REPORT_KIND_PE_RELEASED:
             self._released(req, rep)
         elif rep.kind == scheduler_pb2.REPORT_KIND_PROGRESS:
+            req.generated = max(req.generated, rep.tokens)  # the DE has it (recovery.py)
             pacer = self.pacers.get(rep.rid)
             if pacer is not None:
                 pacer.plan(rep.tokens, rep.chunk_tokens, rep.t_last, rep.step_s)
