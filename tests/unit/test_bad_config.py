@@ -272,6 +272,11 @@ def test_bad_environment(env: dict[str, str], needle: str) -> None:
         (["serve", "storage", "--redis-url", "notaurl"], "--redis-url"),
         (["serve", "prefill", "--node", "5"], "--node"),
         (["serve", "storage", "--set", "seed=-1"], "seed"),
+        (["sim", "--fault", "kill:decode0@1+2"], "needs the process runtime"),
+        (["sim", "--fault", "degrade:prefill0.snic=0@1"], "GBPS must be > 0"),
+        (["sim", "--fault", "degrade:prefill5.snic=5@1"], "no node 'prefill5'"),
+        (["sim", "--fault", "explode:decode0@1"], "unknown kind"),
+        (["sim", "--fault", "pause:decode0@1"], "pause needs a duration"),
     ],
 )
 def test_bad_flag(args: list[str], needle: str) -> None:
@@ -310,6 +315,8 @@ SUBPROCESS_CASES = [
     (["up", "--set", "model=deepseek-v3.2", "--set", "topology.gpus_per_node=1"], "HBM"),
     (["up", "--set", "workload.source=mooncake", "--set", "workload.trace=no.jsonl"], "trace"),
     (["run", "--quiet", *BAD_TRACE], "bad.jsonl"),  # a trace line with a bad field
+    (["up", "--fault", "kill:decode7@1+1"], "no service 'decode7'"),
+    (["run", "--quiet", "--fault", "redis-drop@5"], "redis-drop needs a duration"),
 ]
 
 
