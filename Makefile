@@ -23,7 +23,7 @@ JOBS ?= 2
 EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
-.PHONY: help install run load sim test bench lint proto clean distclean experiments-quick \
+.PHONY: help install run load sim test bench lint proto clean distclean experiments-quick compose-test \
 	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity
 
 help: ## list the targets
@@ -55,6 +55,9 @@ sim: $(STAMP) ## the same scenario on virtual time, in one process (fast, determ
 
 test: $(STAMP) ## run the test suite
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+compose-test: $(STAMP) ## docker-compose.yml for real: build, up, chat, Locust, report, Prometheus, down -v (Docker, else podman) -> out/compose/
+	VENV=$(VENV) COMPOSE_TEST_OUT=$(OUT)/compose scripts/containers/compose-test.sh
 
 bench: $(STAMP) ## virtual-time runtime at paper scale, process runtime request rate, Locust 1 vs N workers
 	$(BIN)/python -m dualpath.bench

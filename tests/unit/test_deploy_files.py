@@ -107,6 +107,22 @@ def _is_project_service(svc: dict[str, Any]) -> bool:
     return "build" in svc or _image_repo(str(svc.get("image", ""))) == PROJECT_IMAGE
 
 
+def _runs_dualpath(svc: dict[str, Any]) -> bool:
+    """The project image with its `dualpath` entrypoint: `command` is dualpath's argv. (An
+    `entrypoint` override runs another program of the image, e.g. the `load` profile's
+    Locust: tests/containers/test_compose_file.py checks those.)"""
+    return _is_project_service(svc) and "entrypoint" not in svc
+
+
+def _is_locust_job(svc: dict[str, Any]) -> bool:
+    """Locust from the project image that ends by itself: a headless master with a run
+    time, or a worker (it quits with its master)."""
+    argv = _argv(svc.get("command", []), "locust")
+    if not _is_project_service(svc) or _argv(svc.get("entrypoint", []), "locust") != ["locust"]:
+        return False
+    return "--worker" in argv or {"--headless", "--run-time"} <= set(argv)
+
+
 def _argv(value: object, where: str) -> list[str]:
     if isinstance(value, str):
         return shlex.split(value)
@@ -158,7 +174,7 @@ def _invocations() -> tuple[Invocation, ...]:
     cmds = [json.loads(rest) for op, rest in instr if op == "CMD"]
     found += [("Dockerfile CMD", [str(a) for a in c]) for c in cmds[-1:]]
     for name, svc in _compose_services().items():
-        if _is_project_service(svc) and "command" in svc:
+        if _runs_dualpath(svc) and "command" in svc:
             found.append((f"compose {name}", _argv(svc["command"], f"compose {name}")))
     for path in sorted((ROOT / "k8s").rglob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
@@ -300,7 +316,7 @@ def _compose_cluster() -> dict[str, Serve]:
     cluster = {}
     for name, svc in _compose_services().items():
         argv = _argv(svc.get("command", []), f"compose {name}")
-        if _is_project_service(svc) and (serve := _serve(argv, f"compose {name}")):
+        if _runs_dualpath(svc) and (serve := _serve(argv, f"compose {name}")):
             cluster[name] = serve
     return cluster
 
@@ -338,7 +354,8 @@ def test_compose_services_are_healthchecked_or_one_shot() -> None:
                 assert key in health, f"compose {name}: set healthcheck.{key} explicitly"
             continue
         argv = _argv(svc.get("command", []), f"compose {name}")
-        assert _is_project_service(svc) and argv[:1] and argv[0] in ONE_SHOT_SUBCOMMANDS, (
+        one_shot = _runs_dualpath(svc) and bool(argv) and argv[0] in ONE_SHOT_SUBCOMMANDS
+        assert one_shot or _is_locust_job(svc), (
             f"compose {name}: a long-running service needs a healthcheck"
         )
         assert str(svc.get("restart", "no")) == "no", f"compose {name}: one-shot must not restart"
@@ -383,7 +400,8 @@ def test_compose_default_services_need_no_profiled_ones() -> None:
         assert deps <= default, f"compose {name}: depends on profiled {deps - default}"
     for name, svc in services.items():
         argv = _argv(svc.get("command", []), f"compose {name}")
-        if _is_project_service(svc) and argv[:1] and argv[0] in ONE_SHOT_SUBCOMMANDS:
+        one_shot = _runs_dualpath(svc) and bool(argv) and argv[0] in ONE_SHOT_SUBCOMMANDS
+        if one_shot or _is_locust_job(svc):
             assert svc.get("profiles"), f"compose {name}: a one-shot job belongs in a profile"
 
 
@@ -455,7 +473,13 @@ def test_compose_prometheus_scrapes_every_cluster_service() -> None:
 
 def test_dockerfile_one_slim_image_non_root_dualpath_entrypoint() -> None:
     instr = _dockerfile_instructions()
-    froms = [rest for op, rest in instr if op == "FROM"]
+    # `ARG NAME=default` before FROM: FROM ${NAME} builds on the default unless overridden
+    args = dict(rest.partition("=")[::2] for op, rest in instr if op == "ARG" and "=" in rest)
+    froms = [
+        re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), rest)
+        for op, rest in instr
+        if op == "FROM"
+    ]
     assert froms == ["python:3.11-slim"], froms
     users = [rest.split(":", 1)[0] for op, rest in instr if op == "USER"]
     assert users and users[-1] not in {"root", "0"}, "the image must run as a non-root user"

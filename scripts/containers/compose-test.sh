@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# `make compose-test`: docker-compose.yml for real, end to end (docs/containers.md).
+#
+# engine (Docker, else podman) -> stand-in images -> build -> up --wait -> every service
+# healthy -> an OpenAI chat completion on :8000 -> 30 s of Locust (profile `load`) -> the
+# cluster's report: 0 blocks lost or corrupted -> Prometheus (profile `monitoring`) scrapes
+# every service -> down -v leaves no container, network or volume. Prints each step's wall
+# time. Fails loudly (exit 1, the step and why) when anything, the engine included, does not
+# work; then it dumps `compose ps` and each service's last logs, and still runs `down -v`.
+# Outputs in $COMPOSE_TEST_OUT (out/compose): Locust's CSV/HTML, report.json, targets.json.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=scripts/containers/engine.sh
+source scripts/containers/engine.sh
+
+OUT=${COMPOSE_TEST_OUT:-out/compose}
+PROJECT=dualpath                                        # docker-compose.yml `name:`
+ALL_PROFILES=(--profile load --profile monitoring --profile sim)  # for `down`: every service
+API=http://127.0.0.1:8000                               # the scheduler's published port
+PROMETHEUS=http://127.0.0.1:9090
+UP_TIMEOUT_S=240     # build done; services wait up to 60 s for peers, restarted on failure
+LOAD_TIMEOUT_S=150   # Locust: 60 s for its worker at most, 30 s of load, reports
+TARGETS_TIMEOUT_S=60 # scrape interval 5 s
+PY=${VENV:-.venv}/bin/python
+
+STEPS=()      # "name seconds" per finished step
+CURRENT=""    # the step running now (named in the failure message)
+REASON=""     # why it failed, repeated as the last line
+PUMP_PID=""
+
+say() { printf '\n== %s\n' "$*"; }
+fail() {
+  REASON=$*
+  printf '[compose-test] FAILED in step "%s": %s\n' "$CURRENT" "$REASON" >&2
+  exit 1
+}
+
+# step NAME FUNCTION: run it, record its wall time.
+step() {
+  local t0=$EPOCHREALTIME
+  CURRENT=$1
+  say "$1"
+  "$2"
+  STEPS+=("$1 $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')")
+}
+
+compose() { "${COMPOSE[@]}" "$@"; }
+# compose_t TIMEOUT_S ARGS...: compose, bounded (a hung engine must not hang CI).
+compose_t() {
+  local limit=$1
+  shift
+  timeout "$limit" "${COMPOSE[@]}" "$@"
+}
+
+# wait_for TIMEOUT_S WHAT CMD...: poll CMD every 2 s until it succeeds, or fail.
+wait_for() {
+  local timeout=$1 what=$2 deadline=$((SECONDS + $1))
+  shift 2
+  until "$@"; do
+    ((SECONDS < deadline)) || fail "$what: not within ${timeout} s"
+    sleep 2
+  done
+}
+
+# ---------------------------------------------------------------------------- steps
+
+do_engine() {
+  engine_start
+  engine_cli version --format '{{.Server.Version}}' 2>/dev/null | sed "s/^/$ENGINE server /" || true
+}
+
+do_compose() {
+  engine_compose
+  echo "compose: ${COMPOSE[*]} ($(compose version --short))"
+  # whatever an interrupted earlier run left (it would hold port 8000 or stale state)
+  compose_t 180 "${ALL_PROFILES[@]}" down -v --remove-orphans --timeout 20 >/dev/null 2>&1 || true
+}
+
+do_build() {
+  # One image for every project service: build them one at a time, so the first build fills
+  # the cache and the others reuse it (podman's classic builder would run all in parallel).
+  if ! COMPOSE_PARALLEL_LIMIT=1 compose_t 1200 build >"$OUT/build.log" 2>&1; then
+    tail -n 40 "$OUT/build.log" >&2
+    fail "docker compose build failed (last lines above; all in $OUT/build.log)"
+  fi
+  grep -E '^(Successfully tagged|naming to|writing image)' "$OUT/build.log" | sort -u || true
+}
+
+start_pump() {
+  [[ $ENGINE == podman ]] || return 0  # Docker runs healthchecks itself
+  scripts/containers/health-pump.sh "$PROJECT" 2 &
+  PUMP_PID=$!
+}
+
+stop_pump() {
+  [[ -n $PUMP_PID ]] || return 0
+  kill "$PUMP_PID" 2>/dev/null || true
+  wait "$PUMP_PID" 2>/dev/null || true
+  PUMP_PID=""
+}
+
+do_up() {
+  start_pump
+  compose_t $((UP_TIMEOUT_S + 60)) up -d --wait --wait-timeout "$UP_TIMEOUT_S" \
+    || fail "docker compose up --wait: services not healthy within ${UP_TIMEOUT_S} s"
+}
+
+do_healthy() {
+  compose_t 60 ps --format json | "$PY" scripts/containers/checks.py healthy "$(compose config --services)" \
+    || fail "some services are not running and healthy (table above)"
+}
+
+do_chat() {
+  local answer
+  answer=$(curl -sS --fail-with-body --max-time 30 "$API/v1/chat/completions" \
+    -H 'content-type: application/json' \
+    -d '{"model": "ds-27b", "max_tokens": 8,
+         "messages": [{"role": "user", "content": "Hello from make compose-test"}]}') \
+    || fail "POST $API/v1/chat/completions: ${answer:-no answer}"
+  "$PY" scripts/containers/checks.py chat "$answer" 8 || fail "a wrong chat completion"
+}
+
+LOCUST_MASTER=""
+master_done() { [[ $(timeout 30 "$ENGINE" inspect --format '{{.State.Running}}' "$LOCUST_MASTER") == false ]]; }
+
+do_load() {
+  local code
+  # --no-recreate: podman 4.3 reports a container's network by name where compose expects
+  # its id, so compose would recreate the running cluster (and empty its Redis) on `up`.
+  compose_t 120 --profile load up -d --no-recreate locust-master locust-worker \
+    || fail "could not start the load profile"
+  LOCUST_MASTER=$(compose_t 60 --profile load ps -a -q locust-master)
+  [[ -n $LOCUST_MASTER ]] || fail "no locust-master container"
+  wait_for "$LOAD_TIMEOUT_S" "the Locust master to finish" master_done
+  code=$(engine_cli inspect --format '{{.State.ExitCode}}' "$LOCUST_MASTER")
+  # Locust's final table and SLO verdict (it prints the table every few seconds before)
+  compose_t 60 --profile load logs --no-log-prefix locust-master | grep -E '^(SLO|POST|EMU) ' \
+    | tail -n 6 || true
+  rm -rf "$OUT/load"
+  compose_t 60 --profile load cp locust-master:/out/load "$OUT/" >/dev/null 2>&1 \
+    || fail "could not copy the Locust reports out of locust-master"
+  "$PY" scripts/containers/checks.py load "$OUT/load/progress.json" \
+    || fail "Locust served no turn ($OUT/load)"
+  [[ $code == 0 ]] || fail "the Locust master exited $code: failed turns ($OUT/load/locust_failures.csv)"
+}
+
+do_report() {
+  local scheduler
+  scheduler=$(compose_t 60 ps -q scheduler)
+  # Inside the scheduler's container: the services answer only on the compose network.
+  # The engine's CLI, not `compose exec`: podman 4.3 leaves the conmon of every exec made
+  # through its Docker API running, even after the container is gone.
+  timeout 120 "$ENGINE" exec -i "$scheduler" python - <scripts/containers/cluster_report.py >"$OUT/report.json" \
+    || fail "no cluster report, or it counts lost or corrupted blocks ($OUT/report.json)"
+  "$PY" scripts/containers/checks.py report "$OUT/report.json" || fail "blocks lost or corrupted"
+}
+
+targets_up() {
+  curl -sS --fail --max-time 5 "$PROMETHEUS/api/v1/targets?state=active" >"$OUT/targets.json" \
+    2>/dev/null && "$PY" scripts/containers/checks.py targets "$OUT/targets.json" monitoring/prometheus.yml
+}
+
+do_monitoring() {
+  compose_t 150 --profile monitoring up -d --no-recreate --wait --wait-timeout 90 prometheus \
+    || fail "Prometheus did not turn healthy within 90 s"
+  wait_for "$TARGETS_TIMEOUT_S" "every Prometheus target up ($PROMETHEUS/targets)" targets_up
+}
+
+leftovers() {
+  local kind
+  for kind in "ps -a" "network ls" "volume ls"; do
+    # shellcheck disable=SC2086  # $kind is two words on purpose
+    engine_cli $kind -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null \
+      | sed "s/^/$kind: /"
+  done
+}
+
+do_down() {
+  compose_t 180 "${ALL_PROFILES[@]}" down -v --remove-orphans --timeout 20 \
+    || fail "docker compose down -v failed"
+  stop_pump
+  local left
+  left=$(leftovers)
+  [[ -z $left ]] || fail "down -v left these behind:"$'\n'"$left"
+  echo "  no container, network or volume of project $PROJECT remains"
+}
+
+# ---------------------------------------------------------------------------- failure, exit
+
+dump_diagnostics() {
+  local svc
+  echo "---- docker compose ps -a" >&2
+  compose_t 60 "${ALL_PROFILES[@]}" ps -a >&2 || true
+  for svc in $(compose "${ALL_PROFILES[@]}" config --services 2>/dev/null); do
+    echo "---- last logs of $svc" >&2
+    compose_t 60 "${ALL_PROFILES[@]}" logs --no-color --tail 40 "$svc" >&2 2>&1 || true
+  done
+}
+
+print_times() {
+  local s total=0
+  printf '\n%-12s %8s\n' step "wall s"
+  for s in "${STEPS[@]}"; do
+    printf '%-12s %8s\n' "${s% *}" "${s##* }"
+    total=$(awk -v a="$total" -v b="${s##* }" 'BEGIN { printf "%.1f", a + b }')
+  done
+  printf '%-12s %8s\n' total "$total"
+}
+
+on_exit() {
+  local rc=$?
+  trap - EXIT
+  set +e
+  if ((rc != 0)) && ((${#COMPOSE[@]} > 0)) && [[ -n ${DOCKER_HOST:-} || $ENGINE == docker ]]; then
+    dump_diagnostics
+    echo "---- docker compose down -v (cleanup after the failure)" >&2
+    compose_t 180 "${ALL_PROFILES[@]}" down -v --remove-orphans --timeout 20 >&2
+    leftovers >&2
+  fi
+  stop_pump
+  engine_down
+  print_times
+  if ((rc != 0)); then
+    echo "[compose-test] FAILED (exit $rc) in step \"$CURRENT\"${REASON:+: $REASON}" >&2
+  else
+    echo "[compose-test] passed: $OUT"
+  fi
+  exit "$rc"
+}
+
+main() {
+  trap on_exit EXIT
+  trap 'exit 143' TERM  # a timeout's SIGTERM: exit through on_exit (down -v, stop the engine)
+  trap 'exit 130' INT
+  mkdir -p "$OUT"
+  step engine do_engine
+  step images engine_images
+  step compose do_compose
+  step build do_build
+  step up do_up
+  step healthy do_healthy
+  step chat do_chat
+  step load do_load
+  step report do_report
+  step monitoring do_monitoring
+  step down do_down
+}
+
+main "$@"
