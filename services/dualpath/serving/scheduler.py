@@ -27,6 +27,7 @@ from dualpath.frontdoor import (
     make_app,
 )
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2, scheduler_pb2_grpc
+from dualpath.serving import dashboard
 from dualpath.serving.admission import Admission
 from dualpath.serving.events import EventSink
 from dualpath.serving.options import ServeOptions
@@ -243,7 +244,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         c = self.world.cluster
         sc = c.scenario
         reg = registry_for(ServiceCollector(self.name, self.clock, [], self.gauges()))
-        return make_app(
+        app = make_app(
             self,
             model=sc.model,
             block_tokens=sc.engine.block_tokens,
@@ -252,6 +253,8 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             registry=reg,
             extra_health=self.health,
         )
+        dashboard.install(app, self, reg)  # GET /dashboard, /dashboard/data
+        return app
 
     def _max_prompt(self) -> int:
         c = self.world.cluster
