@@ -33,6 +33,7 @@ def endpoints(cl: LocalCluster) -> list[tuple[str, str]]:
     rows = [
         ("OpenAI API", f"http://{cl.http_addr}/v1"),
         ("agent turns", f"http://{cl.http_addr}/v1/agent/turn"),
+        ("live dashboard", f"http://{cl.http_addr}/dashboard"),
     ]
     rows += [(f"{m.name} gRPC", m.grpc_addr) for m in sorted(cl.members, key=lambda m: m.name)]
     rows += [
