@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,5 +103,9 @@ def test_clients_that_hang_up_leave_the_queue(burst_cluster: LocalCluster) -> No
 
     assert asyncio.run(impatient(300)) > 0
     h = asyncio.run(health())
+    deadline = time.monotonic() + 15  # the server notices a hang-up when its loop gets to it
+    while h["cancelled"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        h = asyncio.run(health())
     assert h["cancelled"] > 0 and h["failed"] is None, h
     assert h["inflight"] < 300 - h["cancelled"] + 1, h
