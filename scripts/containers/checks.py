@@ -5,6 +5,10 @@
     python scripts/containers/checks.py load out/compose/load/progress.json
     python scripts/containers/checks.py report out/compose/report.json
     python scripts/containers/checks.py targets out/compose/targets.json monitoring/prometheus.yml
+    python scripts/containers/checks.py node SERVICE < `dualpath cluster status --json`
+    python scripts/containers/checks.py healthz < the scheduler's /healthz answer
+    python scripts/containers/checks.py served-since CLIENTS_JSONL UNIX_S
+    python scripts/containers/checks.py faults CLIENTS_JSONL WINDOWS_TSV LIMIT_S [SCHEDULE_JSON]
 
 Each prints one line per fact and exits non-zero with the reason when the check fails.
 """
@@ -91,12 +95,98 @@ def targets(path: str, config: str) -> str | None:
     return f"targets not up: {', '.join(down)}" if down else None
 
 
+def node(service: str) -> str | None:
+    """`dualpath cluster status --json`: the service running, healthy, on its network."""
+    rows = {r["service"]: r for r in json.load(sys.stdin)}
+    r = rows.get(service)
+    if r is None:
+        return f"no service {service}"
+    if (r["state"], r["health"], r["partitioned"]) != ("running", "healthy", False):
+        return f"{service}: {r['state']}, {r['health']}, partitioned {r['partitioned']}"
+    return None
+
+
+def healthz() -> str | None:
+    """The scheduler's /healthz: status ok, no node lost."""
+    h = json.load(sys.stdin)
+    if h.get("status") != "ok" or h.get("lost"):
+        return f"status {h.get('status')}, lost {h.get('lost')}, reasons {h.get('reasons')}"
+    return None
+
+
+def served_since(clients: str, since: str) -> str | None:
+    """A turn that started at or after SINCE (Unix s) was served (quiet: polled)."""
+    from dualpath.containers.clients import read
+
+    t = float(since)
+    ok = any(r.status == "200" and r.t0 >= t for r in read(Path(clients)))
+    return None if ok else "no turn served since then"
+
+
+def _windows(path: str, schedules: list[str]) -> list[tuple[str, float, float, float]]:
+    """Fault windows: `NAME<TAB>SINCE<TAB>START<TAB>END` rows (SINCE: when the command that
+    started it was run), plus the applied/cleared pairs of `dualpath cluster faults --json`
+    logs (stamped as the engine was called)."""
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            name, since, start, end = line.split("\t")
+            rows.append((name, float(since), float(start), float(end)))
+    for sched in schedules:
+        begun: dict[str, float] = {}
+        for e in _json(sched):
+            if e["event"] == "applied":
+                begun[e["fault"]] = e["wall"]
+            elif e["fault"] in begun:
+                start = begun.pop(e["fault"])
+                rows.append((e["fault"], start, start, e["wall"]))
+    return sorted(rows, key=lambda r: r[1])
+
+
+def faults(clients: str, windows: str, limit_s: str, *schedules: str) -> str | None:
+    """What the clients saw around each fault; every fault recovered within LIMIT_S (a
+    turn that started after the fault's end served), no turn without an answer."""
+    from dualpath.containers.clients import Window, read, summarize
+
+    turns = read(Path(clients))
+    rows = _windows(windows, list(schedules))
+    ends = [r[1] for r in rows[1:]] + [max((t.t1 for t in turns), default=0.0) + 1]
+    spans = [Window(*row, until) for row, until in zip(rows, ends, strict=True)]
+    summary = summarize(turns, spans)
+    Path(clients).with_name("faults.json").write_text(json.dumps(summary, indent=1))
+    cols = ("200", "429", "503", "timeout", "error")
+    print(f"  {'fault':28} {'held s':>6} {'turns':>5} " + " ".join(f"{c:>7}" for c in cols)
+          + f" {'other':>5} {'longest s':>9} {'recovered s':>11}")  # fmt: skip
+    for w in summary["windows"]:
+        st = w["statuses"]
+        other = sum(v for k, v in st.items() if k not in cols)
+        rec = "never" if w["recovered_s"] is None else f"{w['recovered_s']:.1f}"
+        print(f"  {w['name']:28} {w['fault_s']:6.1f} {w['turns']:5} "
+              + " ".join(f"{st.get(c, 0):7}" for c in cols)
+              + f" {other:5} {w['longest_s']:9.2f} {rec:>11}")  # fmt: skip
+        for reason, n in w["reasons"].items():
+            print(f"      {n} x {reason[:110]}")
+    print(f"  all turns: {summary['turns']}, {summary['statuses']}")
+    slow = [w["name"] for w in summary["windows"]
+            if w["recovered_s"] is None or w["recovered_s"] > float(limit_s)]  # fmt: skip
+    if slow:
+        return f"no turn served within {limit_s} s after: {', '.join(slow)}"
+    hung = {k: summary["statuses"].get(k, 0) for k in ("timeout", "error")}
+    if any(hung.values()):
+        return f"turns without an HTTP answer: {hung} ({clients})"
+    return None
+
+
 CHECKS: dict[str, Callable[..., str | None]] = {
     "healthy": healthy,
     "chat": chat,
     "load": load,
     "report": report,
     "targets": targets,
+    "node": node,
+    "healthz": healthz,
+    "served-since": served_since,
+    "faults": faults,
 }
 
 

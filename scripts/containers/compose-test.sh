@@ -3,11 +3,13 @@
 #
 # engine (Docker, else podman) -> stand-in images -> build -> up --wait -> every service
 # healthy -> an OpenAI chat completion on :8000 -> 30 s of Locust (profile `load`) -> the
-# cluster's report: 0 blocks lost or corrupted -> Prometheus (profile `monitoring`) scrapes
-# every service -> down -v leaves no container, network or volume. Prints each step's wall
-# time. Fails loudly (exit 1, the step and why) when anything, the engine included, does not
+# cluster's report: 0 blocks lost or corrupted -> faults under a loop of agent turns
+# (`dualpath cluster`: decode0 paused 10 s, prefill0 partitioned 10 s, Redis paused 3 s;
+# the cluster must recover from each) -> Prometheus (profile `monitoring`) scrapes every
+# service -> down -v leaves no container, network or volume. Prints each step's wall time. Fails loudly (exit 1, the step and why) when anything, the engine included, does not
 # work; then it dumps `compose ps` and each service's last logs, and still runs `down -v`.
-# Outputs in $COMPOSE_TEST_OUT (out/compose): Locust's CSV/HTML, report.json, targets.json.
+# Outputs in $COMPOSE_TEST_OUT (out/compose): Locust's CSV/HTML, report.json, targets.json,
+# faults/ (the clients' turns, the fault windows, faults.json: what the clients saw).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -23,11 +25,17 @@ UP_TIMEOUT_S=240     # build done; services wait up to 60 s for peers, restarted
 LOAD_TIMEOUT_S=150   # Locust: 60 s for its worker at most, 30 s of load, reports
 TARGETS_TIMEOUT_S=60 # scrape interval 5 s
 PY=${VENV:-.venv}/bin/python
+DP=${VENV:-.venv}/bin/dualpath
+FAULT_S=10            # how long each node fault is held (wall s; the lease is 3 s)
+RECOVER_TIMEOUT_S=60  # after unpause/heal: the node healthy, a turn served, /healthz ok
 
 STEPS=()      # "name seconds" per finished step
 CURRENT=""    # the step running now (named in the failure message)
 REASON=""     # why it failed, repeated as the last line
 PUMP_PID=""
+FAULTS=""    # out/compose/faults: the clients' turns, the windows, what they saw
+CLIENTS_PID=""  # the loop of agent turns of the faults step
+UNDO=()         # the `dualpath cluster` command that ends the fault in force, if any
 
 say() { printf '\n== %s\n' "$*"; }
 fail() {
@@ -98,6 +106,9 @@ stop_pump() {
   kill "$PUMP_PID" 2>/dev/null || true
   wait "$PUMP_PID" 2>/dev/null || true
   PUMP_PID=""
+FAULTS=""    # out/compose/faults: the clients' turns, the windows, what they saw
+CLIENTS_PID=""  # the loop of agent turns of the faults step
+UNDO=()         # the `dualpath cluster` command that ends the fault in force, if any
 }
 
 do_up() {
@@ -156,6 +167,91 @@ do_report() {
   "$PY" scripts/containers/checks.py report "$OUT/report.json" || fail "blocks lost or corrupted"
 }
 
+# ---------------------------------------------------------------------------- faults
+
+now() { printf '%s' "$EPOCHREALTIME"; }
+
+stop_clients() {
+  [[ -n $CLIENTS_PID ]] || return 0
+  kill -TERM "$CLIENTS_PID" 2>/dev/null || true
+  wait "$CLIENTS_PID" 2>/dev/null || true  # (their turns in flight end within 30 s)
+  CLIENTS_PID=""
+}
+
+# recovered SERVICE SINCE: the node running, healthy and connected, a turn that started
+# after SINCE served, and the scheduler's /healthz ok with no node lost.
+recovered() {
+  "$DP" cluster status --json 2>/dev/null | "$PY" scripts/containers/checks.py node "$1" 2>/dev/null \
+    && "$PY" scripts/containers/checks.py served-since "$FAULTS/clients.jsonl" "$2" 2>/dev/null \
+    && curl -sf --max-time 5 "$API/healthz" | "$PY" scripts/containers/checks.py healthz 2>/dev/null
+}
+
+# hold NAME SERVICE START_CMD END_CMD...: start the fault, hold it FAULT_S s, end it. Its
+# window goes to windows.tsv: when the start command was run, when it returned (the fault
+# is in force), when the end command was run; the end command's output to $ENDED.
+ENDED=""
+hold() {
+  local name=$1 service=$2 start=$3 since t0 t1
+  shift 3
+  since=$(now)
+  "$DP" cluster "$start" "$service" || fail "dualpath cluster $start $service failed"
+  UNDO=("$@" "$service")
+  t0=$(now)
+  sleep "$FAULT_S"
+  t1=$(now)
+  ENDED=$("$DP" cluster "$@" "$service") || fail "dualpath cluster $* $service failed: $ENDED"
+  UNDO=()
+  echo "$ENDED"
+  printf '%s\t%s\t%s\t%s\n' "$name" "$since" "$t0" "$t1" >>"$FAULTS/windows.tsv"
+  local r0=$SECONDS
+  wait_for "$RECOVER_TIMEOUT_S" "$service healthy, a turn served and /healthz ok after the $name" \
+    recovered "$service" "$t1"
+  echo "  recovered: $service healthy, a turn served, /healthz ok ($((SECONDS - r0)) s after)"
+}
+
+do_faults() {
+  FAULTS=$OUT/faults
+  rm -rf "$FAULTS"
+  mkdir -p "$FAULTS"
+  : >"$FAULTS/windows.tsv"
+  "$PY" -m dualpath.containers.clients --url "$API" --clients 4 --duration 600 \
+    --out "$FAULTS/clients.jsonl" >"$FAULTS/clients.log" 2>&1 &
+  CLIENTS_PID=$!
+  wait_for 30 "the clients' first turn" recovered decode0 "$(now)"
+  "$DP" cluster status
+
+  # A hung decode node. Past its 3 s lease it fences itself as it resumes (exit 75) and
+  # compose's `restart: on-failure` starts it again (`unpause` watches for that, and would
+  # start it itself if the engine did not).
+  hold "pause decode0" decode0 pause unpause --watch 10
+  [[ $ENDED == *"started it again"* || $ENDED == *"started here"* ]] \
+    || fail "decode0 was paused ${FAULT_S} s (lease 3 s) but did not fence itself and restart: $ENDED"
+  engine_cli logs "$(compose_t 60 ps -q decode0)" >"$FAULTS/decode0.log" 2>&1 || true
+  grep -m1 'exits (code 75)' "$FAULTS/decode0.log" \
+    || fail "decode0 restarted, but its log does not say it fenced itself (exit 75; $FAULTS/decode0.log)"
+
+  # A partitioned prefill node: off the project's network, then back with its address and
+  # its DNS alias (the service name), which peers must resolve again.
+  hold "partition prefill0" prefill0 partition heal
+  timeout 60 "$ENGINE" exec "$(compose_t 60 ps -q scheduler)" python -c \
+    "import socket; print('  prefill0 resolves to', socket.gethostbyname('prefill0'), 'in the scheduler')" \
+    || fail "prefill0 does not resolve in the scheduler's container after heal"
+
+  # Redis stopped for 3 s, through the fault schedule (`--fault` grammar, emulated s at the
+  # cluster's dilation, 1 in docker-compose.yml)
+  local t1
+  "$DP" cluster faults --fault redis-drop@0+3 --json >"$FAULTS/schedule.json" \
+    || fail "dualpath cluster faults --fault redis-drop@0+3 failed ($FAULTS/schedule.json)"
+  t1=$(now)
+  wait_for "$RECOVER_TIMEOUT_S" "a turn served and /healthz ok after redis-drop" recovered redis "$t1"
+
+  stop_clients
+  "$PY" scripts/containers/checks.py faults "$FAULTS/clients.jsonl" "$FAULTS/windows.tsv" \
+    "$RECOVER_TIMEOUT_S" "$FAULTS/schedule.json" || fail "the cluster did not recover ($FAULTS)"
+}
+
+# ---------------------------------------------------------------------------- monitoring, down
+
 targets_up() {
   curl -sS --fail --max-time 5 "$PROMETHEUS/api/v1/targets?state=active" >"$OUT/targets.json" \
     2>/dev/null && "$PY" scripts/containers/checks.py targets "$OUT/targets.json" monitoring/prometheus.yml
@@ -212,6 +308,10 @@ on_exit() {
   local rc=$?
   trap - EXIT
   set +e
+  stop_clients
+  if ((${#UNDO[@]} > 0)); then  # a paused container would hold up `down`
+    timeout 60 "$DP" cluster "${UNDO[@]}" >&2 || true
+  fi
   if ((rc != 0)) && ((${#COMPOSE[@]} > 0)) && [[ -n ${DOCKER_HOST:-} || $ENGINE == docker ]]; then
     dump_diagnostics
     echo "---- docker compose down -v (cleanup after the failure)" >&2
@@ -243,6 +343,7 @@ main() {
   step chat do_chat
   step load do_load
   step report do_report
+  step faults do_faults
   step monitoring do_monitoring
   step down do_down
 }

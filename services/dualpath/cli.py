@@ -355,10 +355,12 @@ def experiment(
 
 def _register_cluster_commands() -> None:
     from dualpath.cli_cluster import register  # serve, up, run (the process runtime)
+    from dualpath.cli_containers import register as register_containers  # cluster (compose)
     from dualpath.cli_load import register as register_load  # load (Locust as a subprocess)
 
     register(app)
     register_load(app)
+    register_containers(app)
 
 
 _register_cluster_commands()
