@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -290,77 +289,16 @@ def presets() -> None:
         typer.echo(name)
 
 
-@app.command()
-def experiment(
-    name: Annotated[str, typer.Argument(help="experiment name, or `list` to list them")],
-    quick: Annotated[
-        bool, typer.Option(help="tiny scenarios (seconds): a check, NOT comparable to the paper")
-    ] = False,
-    jobs: Annotated[
-        int | None, typer.Option(help="worker processes (default: CPU count; 1 = in-process)")
-    ] = None,
-    out: Annotated[Path, typer.Option(help="output root; results go to OUT/NAME/")] = Path(
-        "out/experiments"
-    ),
-    force: Annotated[bool, typer.Option(help="re-run runs whose reports already exist")] = False,
-    only: Annotated[
-        str | None,
-        typer.Option(help="run only the runs whose key matches this regex (others: cached or —)"),
-    ] = None,
-) -> None:
-    """Run a named experiment that reproduces a paper figure; resumes where it stopped."""
-    from dualpath.experiments import experiments, run_experiment
-    from dualpath.experiments.outputs import rows_table
-
-    registry = experiments()
-    # Flags first, whatever the name: a bad flag is refused the same way for `list` too.
-    if jobs is not None and jobs < 1:
-        _fail(f"--jobs must be at least 1, got {jobs}")
-        return
-    if only is not None:
-        try:
-            re.compile(only)
-        except re.error as exc:
-            _fail(f"--only {only!r} is not a regular expression: {exc}")
-            return
-    if name == "list":
-        for key, exp in registry.items():
-            typer.echo(f"{key:16s} {exp.title}")
-        return
-    chosen = registry.get(name)
-    if chosen is None:
-        _fail(f"unknown experiment {name!r}; accepted: list, " + ", ".join(registry))
-        return
-    check_out_path("--out", out, folder=True)
-    console = Console()
-    try:
-        outcome = run_experiment(
-            chosen, out, quick=quick, jobs=jobs, force=force, console=console, only=only
-        )
-    except ValueError as exc:  # a bad setting in the plan (e.g. a DP_* environment value)
-        _fail(str(exc))
-        return
-    except KeyboardInterrupt:
-        _fail(f"interrupted; finished runs are kept in {out / name / 'runs'}, "
-              "run the same command again to resume", code=130)  # fmt: skip
-        return
-    console.print(rows_table(outcome))
-    console.print(f"summary: {outcome.out_dir / 'summary.md'} and summary.json, plots beside them")
-    if outcome.exit_code:
-        failed = outcome.failed
-        shown = ", ".join(failed[:3]) + (", …" if len(failed) > 3 else "")
-        problems = ([f"{len(failed)} run(s) failed ({shown})"] if failed else []) + outcome.problems
-        _fail("; ".join(problems) + " — see summary.md", code=1)
-
-
 def _register_cluster_commands() -> None:
     from dualpath.cli_cluster import register  # serve, up, run (the process runtime)
     from dualpath.cli_containers import register as register_containers  # cluster (compose)
+    from dualpath.cli_deploy import register as register_deploy  # deploy; experiment --emit
     from dualpath.cli_load import register as register_load  # load (Locust as a subprocess)
 
     register(app)
     register_load(app)
     register_containers(app)
+    register_deploy(app)
 
 
 _register_cluster_commands()

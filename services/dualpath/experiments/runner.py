@@ -34,6 +34,8 @@ from dualpath.experiments.base import Experiment, Report, RunSpec, Summary
 from dualpath.experiments.cache import SharedIndex, reuse
 from dualpath.experiments.extract import jct
 from dualpath.experiments.outputs import Outcome, RunRecord, atomic_write, write_outputs
+from dualpath.experiments.stages import collect_stage
+from dualpath.experiments.stages import unique as _unique
 
 MAX_STAGES = 64  # bound on plan + more() stages (a refinement that never converges)
 
@@ -161,14 +163,6 @@ class _Executor:
         pool.shutdown()
 
 
-def _unique(specs: list[RunSpec], name: str) -> None:
-    seen: set[str] = set()
-    for s in specs:
-        if s.key in seen:
-            raise ValueError(f"experiment {name}: duplicate run key {s.key!r}")
-        seen.add(s.key)
-
-
 def run_experiment(
     exp: Experiment,
     out: Path,
@@ -179,12 +173,15 @@ def run_experiment(
     console: Console | None = None,
     bar: bool | None = None,
     only: str | None = None,
+    collect: bool = False,
 ) -> Outcome:
     """Run `exp` into `out/NAME/` and return the outcome (`exit_code` 1 if anything failed).
     `jobs`: worker processes (default: CPU count; 1 = inline, in this process). `bar`:
     rich progress bar (default: when the console is a terminal). `only`: a regular
     expression; runs whose key does not match are not run (their cached reports are still
-    used), to run a slice of a long sweep."""
+    used), to run a slice of a long sweep. `collect`: run nothing, summarize the results
+    that runs made elsewhere left in `out/NAME/runs` (an Indexed Job's pods, through
+    `--index`); a stage with runs missing ends the walk and is named in `problems`."""
     console = console or Console()
     n_jobs = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
     outcome = Outcome(exp, quick, n_jobs, out / exp.name)
@@ -197,9 +194,15 @@ def run_experiment(
     try:
         specs = exp.plan(quick)
         _unique(specs, exp.name)
-        for _stage in range(MAX_STAGES):
+        for stage in range(1, MAX_STAGES + 1):
             todo = [s for s in specs if force or not reuse(s, runs_dir, index, outcome)]
-            if len(todo) < len(specs):
+            if collect:
+                missing = collect_stage(todo, runs_dir, outcome)
+                if missing:
+                    outcome.problems.append(_missing(outcome, stage, specs, missing, out))
+                    break
+                todo = []
+            elif len(todo) < len(specs):
                 log.say(f"{len(specs) - len(todo)} run(s) reused from {out}")
             if only is not None:
                 skipped = [s for s in todo if not re.search(only, s.key)]
@@ -226,6 +229,25 @@ def run_experiment(
     outcome.wall_s = time.perf_counter() - t0
     write_outputs(outcome)
     return outcome
+
+
+def _missing(o: Outcome, stage: int, specs: list[RunSpec], missing: list[RunSpec],
+             out: Path) -> str:  # fmt: skip
+    """`--collect`: which runs of which stage have no result, and the command that runs them."""
+    name = o.experiment.name + (" --quick" if o.quick else "")
+    keys = {s.key for s in missing}
+    indices = [i for i, s in enumerate(specs) if s.key in keys]
+    shown = ", ".join(f"{i} ({specs[i].key})" for i in indices[:5])
+    more = ", …" if len(indices) > 5 else ""
+    step = (
+        f"emit its Job: `dualpath experiment {name} --emit k8s --stage {stage} --out {out}`"
+        if len(missing) == len(specs)
+        else f"run them: `dualpath experiment {name} --stage {stage} --index I --out {out}`"
+    )
+    return (
+        f"stage {stage}: {len(missing)} of {len(specs)} run(s) have no result yet "
+        f"(index {shown}{more}); {step}, then collect again"
+    )
 
 
 def _finish(o: Outcome) -> None:

@@ -1,0 +1,135 @@
+"""`dualpath deploy TARGET`: deployment files generated from a scenario (registered on the
+main app). `deploy k8s` writes a kustomize overlay (docs/deployment.md); further targets are
+further commands of `deploy_app`. `register` also installs `dualpath experiment` with its
+Kubernetes steps (`--emit k8s`, `--index`, `--collect`: dualpath.experiments.command)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from dualpath.deploy.k8s import Target
+
+deploy_app = typer.Typer(
+    no_args_is_help=True,
+    help="Deployment files generated from a scenario (presets or FILE.yaml, --set overrides).",
+)
+
+
+def _overlay_target(
+    preset: str, sets: list[str], name: str | None, runtime: str, locust_workers: int,
+    deadline: int | None, image: str | None, out: Path | None, base: Path | None,
+) -> Target:  # fmt: skip
+    """Check the flags and build the `Target` (errors: one line naming the flag, exit 2)."""
+    from dualpath.cli import _fail
+    from dualpath.deploy.k8s import RUNTIMES, SIM_DEADLINE_S, Target, check_name, default_name
+
+    if runtime not in RUNTIMES:
+        _fail(f"--runtime {runtime!r}: accepted: {', '.join(RUNTIMES)}")
+    if locust_workers < 0:
+        _fail(f"--locust-workers must be >= 0 (0 = no Locust), got {locust_workers}")
+    if runtime == "sim" and locust_workers != 1:
+        _fail("--locust-workers: only with --runtime cluster (the sim has no live API)")
+    if deadline is not None and (runtime != "sim" or deadline < 1):
+        _fail(f"--deadline {deadline}: only with --runtime sim, in seconds >= 1")
+    chosen = name or default_name(preset, tuple(sets))
+    if chosen is None:
+        _fail("--name: required with --set (it names the overlay and its scenario), "
+              "e.g. --name paper-ds660b-48p96d")  # fmt: skip
+        raise AssertionError  # not reached: _fail exits
+    if (why := check_name(chosen)) is not None:
+        flag = "--name" if name else f"--preset {preset} (its name)"
+        _fail(f"{flag} {chosen!r}: {why}; give --name")
+    if image is not None and (not image or any(c.isspace() for c in image)):
+        _fail(f"--image {image!r}: give REPOSITORY[:TAG], e.g. registry:5000/dualpath-testbed:v1")
+    t = Target(preset, tuple(sets), chosen, runtime, locust_workers,
+               deadline or SIM_DEADLINE_S, image)  # fmt: skip
+    default_out, default_base = t.defaults
+    out_s = str(out) if out is not None else default_out
+    base_s = str(base) if base is not None else default_base
+    if not (Path(base_s) / "kustomization.yaml").is_file():
+        _fail(f"--base {base_s}: no kustomization.yaml there; run from the repository root "
+              "or give --base PATH/k8s/" + ("sim" if runtime == "sim" else "base"))  # fmt: skip
+    return dataclasses.replace(t, out=out_s, base=base_s)
+
+
+@deploy_app.command("k8s")
+def k8s(
+    preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
+    sets: Annotated[
+        list[str] | None, typer.Option("--set", help="path.to.key=value (repeat)")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="overlay name, suffix of every object (default: preset's)")
+    ] = None,
+    runtime: Annotated[
+        str, typer.Option(help="cluster: one pod per service and node; sim: `dualpath sim` Job")
+    ] = "cluster",
+    locust_workers: Annotated[
+        int, typer.Option(help="cluster: Locust workers beside the master (0: no Locust)")
+    ] = 1,
+    deadline: Annotated[
+        int | None, typer.Option(help="sim: the Job's activeDeadlineSeconds (default 7200)")
+    ] = None,
+    image: Annotated[
+        str | None, typer.Option(help="REPOSITORY[:TAG] instead of dualpath-testbed:dev")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="overlay folder (default k8s/overlays/NAME, sim-NAME)")
+    ] = None,
+    base: Annotated[
+        Path | None, typer.Option(help="the kustomize base (default k8s/base, k8s/sim)")
+    ] = None,
+    check: Annotated[
+        bool, typer.Option(help="write nothing: exit 1 if OUT differs from a fresh generation")
+    ] = False,
+) -> None:
+    """Write the kustomize overlay of a scenario: replicas from its topology, sized pods."""
+    from dualpath.cli import _fail, check_out_path, validate
+    from dualpath.config.presets import ConfigError, resolve
+    from dualpath.deploy.k8s import command, differences, overlay_files, scenario_text
+
+    t = _overlay_target(preset, sets or [], name, runtime, locust_workers, deadline, image,
+                        out, base)  # fmt: skip
+    # The pods see only the files: a DP_* override here would size the StatefulSets for a
+    # scenario that no pod runs.
+    env = sorted(k for k in os.environ if k.upper().startswith("DP_"))
+    if env:
+        _fail(f"environment {env[0]}: deploy k8s writes what the files say; unset DP_* "
+              "variables and give overrides with --set")  # fmt: skip
+    try:
+        sc = resolve(preset, {}, list(t.sets))
+        validate(sc)
+        scenario_text(t)
+    except ConfigError as exc:
+        _fail(str(exc))
+    except (ValueError, KeyError, OSError) as exc:  # unknown model/policy, bad topology
+        _fail(f"--preset {preset}: {exc}")
+    files = overlay_files(t, sc)
+    folder = Path(t.out)
+    if check:
+        problems = differences(files, folder)
+        if problems:
+            _fail(f"{'; '.join(problems)}: regenerate with `{command(t)}`", code=1)
+        typer.echo(f"{folder}: up to date")
+        return
+    check_out_path("--out", folder, folder=True)
+    for fname, text in files.items():
+        (folder / fname).write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {folder / fname}")
+    stray = [p.name for p in folder.iterdir() if p.name not in files]
+    if stray:
+        typer.echo(f"note: {folder} also holds {', '.join(sorted(stray))} (not generated)")
+    typer.echo(f"render: kubectl kustomize {folder}   run: kubectl apply -k {folder} -n NS")
+
+
+def register(app: typer.Typer) -> None:
+    from dualpath.experiments.command import register as register_experiment
+
+    app.add_typer(deploy_app, name="deploy")
+    register_experiment(app)  # replaces cli.py's `experiment`: same flags + the k8s steps
