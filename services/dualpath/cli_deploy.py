@@ -1,7 +1,8 @@
 """`dualpath deploy TARGET`: deployment files generated from a scenario (registered on the
-main app). `deploy k8s` writes a kustomize overlay (docs/deployment.md); further targets are
-further commands of `deploy_app`. `register` also installs `dualpath experiment` with its
-Kubernetes steps (`--emit k8s`, `--index`, `--collect`: dualpath.experiments.command)."""
+main app). `deploy k8s` writes a kustomize overlay (docs/deployment.md), `deploy compose` a
+Docker Compose file (docs/containers.md); further targets are further commands of
+`deploy_app`. `register` also installs `dualpath experiment` with its Kubernetes steps
+(`--emit k8s`, `--index`, `--collect`: dualpath.experiments.command)."""
 
 from __future__ import annotations
 
@@ -126,6 +127,79 @@ def k8s(
     if stray:
         typer.echo(f"note: {folder} also holds {', '.join(sorted(stray))} (not generated)")
     typer.echo(f"render: kubectl kustomize {folder}   run: kubectl apply -k {folder} -n NS")
+
+
+@deploy_app.command("compose")
+def compose(
+    preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
+    sets: Annotated[
+        list[str] | None, typer.Option("--set", help="path.to.key=value (repeat)")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="compose file (default: docker-compose.yml for smoke, else "
+            "deploy/compose/NAME/docker-compose.yml; required with --set)"
+        ),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option(help="write nothing: exit 1 with a diff if the files differ")
+    ] = False,
+) -> None:
+    """Write the compose file of a scenario (+ monitoring/prometheus.yml, scenario.yaml)."""
+    import difflib
+
+    from dualpath.cli import _fail, check_out_path, validate
+    from dualpath.config.presets import ConfigError, resolve
+    from dualpath.deploy.compose import Target, command, compose_files, default_out
+
+    items = tuple(sets or [])
+    out_s = str(out) if out is not None else default_out(preset, items)
+    if out_s is None:
+        _fail("--out: required with --set (its folder names the variant), e.g. "
+              "--out deploy/compose/ds660b-3p5d/docker-compose.yml")  # fmt: skip
+        raise AssertionError  # not reached: _fail exits
+    # Paths inside the file are relative to the repository root (build context, Grafana).
+    if Path(out_s).is_absolute() or ".." in Path(out_s).parts:
+        _fail(f"--out {out_s}: give a path inside the repository, relative to its root")
+    if not Path("Dockerfile").is_file():
+        _fail("deploy compose: no Dockerfile here; run it from the repository root")
+    env = sorted(k for k in os.environ if k.upper().startswith("DP_"))
+    if env:  # the containers see only the files, not this shell's DP_* overrides
+        _fail(f"environment {env[0]}: deploy compose writes what the files say; unset DP_* "
+              "variables and give overrides with --set")  # fmt: skip
+    t = Target(preset, items, Path(out_s).as_posix())
+    try:
+        sc = resolve(preset, {}, list(items))
+        validate(sc)
+        files = compose_files(t, sc)
+    except ConfigError as exc:
+        _fail(str(exc))
+    except (ValueError, KeyError, OSError) as exc:  # unknown model/policy, bad topology
+        _fail(f"--preset {preset}: {exc}")
+    if check:
+        diff: list[str] = []
+        for name, text in files.items():
+            path = Path(name)
+            old = path.read_text(encoding="utf-8") if path.is_file() else ""
+            diff += difflib.unified_diff(old.splitlines(keepends=True),
+                                         text.splitlines(keepends=True),
+                                         f"{name} (committed)", f"{name} (generated)")  # fmt: skip
+        if diff:
+            typer.echo("".join(diff), nl=False)
+            _fail(f"{', '.join(files)}: differ from the generator; regenerate with "
+                  f"`{command(t)}`", code=1)  # fmt: skip
+        typer.echo(f"{t.out}: up to date")
+        return
+    for name, text in files.items():
+        check_out_path("--out", Path(name))
+        try:
+            Path(name).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            _fail(f"--out {t.out}: cannot write {name} ({exc.strerror or exc})")
+        typer.echo(f"wrote {name}")
+    where = "" if t.folder == Path(".") else f" -f {t.out}"
+    typer.echo(f"run: docker compose{where} up -d")
 
 
 def register(app: typer.Typer) -> None:
