@@ -290,6 +290,7 @@ def presets() -> None:
 
 
 def _register_cluster_commands() -> None:
+    from dualpath.cli_calibrate import register as register_calibrate  # fit a GPU profile
     from dualpath.cli_cluster import register  # serve, up, run (the process runtime)
     from dualpath.cli_containers import register as register_containers  # cluster (compose)
     from dualpath.cli_deploy import register as register_deploy  # deploy; experiment --emit
@@ -299,6 +300,7 @@ def _register_cluster_commands() -> None:
     register_load(app)
     register_containers(app)
     register_deploy(app)
+    register_calibrate(app)
 
 
 _register_cluster_commands()

@@ -5,15 +5,19 @@
 2. `fit_end_to_end`: one efficiency scale s (applied to every η) and one fixed overhead per
    layer o, solved from DeepSeek's V3/R1 production throughput on H800 (S5 day_6): one
    prefill equation and one decode equation, two unknowns. Never fitted to DualPath figures.
+3. `fit_measurements`: the same s and o, least-squares fitted to a user's own step times
+   (`dualpath calibrate`, rows parsed by roofline.measurements).
 
 The shipped YAML stores the results; tests re-run these fits and compare.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dualpath.roofline.measurements import Measurement
 from dualpath.roofline.model import Roofline
 from dualpath.roofline.profiles import GpuProfile, ModelProfile
 
@@ -167,3 +171,82 @@ def fit_end_to_end(
     if not (scale <= 1.0 and o >= 0.0):
         raise ValueError(f"no physical fit (s = {scale:.3f}, o = {o:.2e} s): check the inputs")
     return EndToEndResult(scale, o, cached, new, b, k_p, t_p, k_d, t_d)
+
+
+# --- a user's own measurements (`dualpath calibrate`, docs/roofline.md) -------------------
+
+
+def fit_scale_only(samples: Sequence[tuple[float, int, float]]) -> float:
+    """Least-squares s of T ≈ K/s with no overhead, on relative errors (the constrained fit
+    when the free one puts the overhead below zero, which no engine can have)."""
+    u = [k / t for k, _, t in samples]
+    x = sum(u) / sum(v * v for v in u)  # minimises Σ (x·K/T − 1)²
+    return 1.0 / x
+
+
+@dataclass(frozen=True, slots=True)
+class Residual:
+    """One measurement against the fitted end-to-end roofline."""
+
+    row: Measurement
+    kernel_s: float  # K: kernel-η roofline time, no overhead
+    fitted_s: float  # K/s + L·o
+
+    @property
+    def rel_error(self) -> float:
+        return self.fitted_s / self.row.step_s - 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredFit:
+    scale: float  # s: every η (prefill and decode) is multiplied by this
+    layer_overhead_s: float  # o: seconds per layer per forward / step
+    overhead_clamped: bool  # the free fit gave o < 0: refitted s alone with o = 0
+    residuals: tuple[Residual, ...]
+
+    @property
+    def rms_rel_error(self) -> float:
+        return math.sqrt(sum(r.rel_error**2 for r in self.residuals) / len(self.residuals))
+
+    @property
+    def worst(self) -> Residual:
+        return max(self.residuals, key=lambda r: abs(r.rel_error))
+
+
+def kernel_time(rl: Roofline, m: Measurement) -> float:
+    """The roofline time of a measured shape (`rl` in kernel mode on a `kernel_only` GPU)."""
+    if m.phase == "prefill":
+        return rl.prefill_time([(m.context_tokens, m.new_tokens)] * m.batch)
+    b, ctx = m.batch, m.context_tokens
+    return rl.decode_step_time(b, b * ctx, b * rl.attended(ctx))
+
+
+def fit_measurements(
+    model: ModelProfile, gpu: GpuProfile, rows: Sequence[Measurement]
+) -> MeasuredFit:
+    """Fit one s and one o to measured step times (the production fit's method, on the
+    user's rows): T ≈ K/s + L·o with K from the GPU's kernel-level efficiencies.
+
+    Raises ValueError naming the problem when the rows cannot give a physical fit."""
+    g = kernel_only(gpu)
+    rooflines: dict[int, Roofline] = {}
+    kernels: list[float] = []
+    for m in rows:
+        rl = rooflines.get(m.ep_gpus)
+        if rl is None:
+            rl = rooflines[m.ep_gpus] = Roofline(model, g, m.ep_gpus, mode="kernel")
+        kernels.append(kernel_time(rl, m))
+    samples = [(k, model.layers, m.step_s) for k, m in zip(kernels, rows, strict=True)]
+    scale, o, _ = fit_scale_overhead(samples)
+    clamped = o < 0
+    if clamped:
+        scale, o = fit_scale_only(samples), 0.0
+    if scale > 1.0:
+        raise ValueError(
+            f"fitted efficiency scale s = {scale:.3f} > 1: the measurements are faster than "
+            f"{model.name}'s kernel-level roofline on {gpu.name}; check --model, --gpu, the "
+            "EP group size (ep_gpus / --ep) and that step_ms is in milliseconds"
+        )
+    fitted = [k / scale + model.layers * o for k in kernels]
+    residuals = tuple(Residual(m, k, f) for m, k, f in zip(rows, kernels, fitted, strict=True))
+    return MeasuredFit(scale, o, clamped, residuals)

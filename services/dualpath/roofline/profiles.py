@@ -141,6 +141,33 @@ class EndToEndFit(_Frozen):
     step_overhead_s: float = Field(ge=0)  # per decode step (CPU scheduling, sampling)
 
 
+class CalibrationRow(_Frozen):
+    """One measured step against the fitted roofline (a `dualpath calibrate` residual)."""
+
+    line: int = Field(ge=1)  # line of the measurement CSV
+    phase: Literal["prefill", "decode"]
+    batch: int = Field(ge=1)
+    context_tokens: int = Field(ge=0)
+    new_tokens: int = Field(ge=1)
+    ep_gpus: int = Field(ge=1)
+    measured_ms: float = Field(gt=0)
+    fitted_ms: float = Field(ge=0)
+    rel_error: float  # fitted / measured - 1
+
+
+class CalibrationRecord(_Frozen):
+    """What `dualpath calibrate` fitted `end_to_end` to and how well. Informational: the
+    roofline never reads it, so a profile prices compute the same with or without it."""
+
+    source: str = Field(min_length=1)
+    model: str
+    rows: int = Field(ge=2)
+    rms_rel_error: float = Field(ge=0)
+    max_rel_error: float = Field(ge=0)  # largest |fitted / measured - 1|
+    max_rel_error_line: int = Field(ge=1)
+    residuals: tuple[CalibrationRow, ...] = ()
+
+
 class GpuProfile(_Frozen):
     name: str
     display_name: str
@@ -151,6 +178,8 @@ class GpuProfile(_Frozen):
     hbm_tb_s: float = Field(gt=0)
     kernel: KernelEfficiency
     end_to_end: EndToEndFit
+    # Only in profiles written by `dualpath calibrate`; the shipped ones have none.
+    calibration: CalibrationRecord | None = None
 
     def peak_flops(self, dtype: GemmDtype) -> float:
         return (self.fp8_tflops if dtype == "fp8" else self.bf16_tflops) * 1e12
@@ -230,6 +259,8 @@ def load_gpu(name_or_path: str) -> GpuProfile:
 
 __all__ = [
     "AttentionSpec",
+    "CalibrationRecord",
+    "CalibrationRow",
     "EndToEndFit",
     "FfnSpec",
     "GpuProfile",
