@@ -19,7 +19,6 @@ degrade    refused: a node changes its own links at emulated times of its scenar
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -27,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dualpath.containers.control import ControlError
-from dualpath.faults.spec import Fault, FaultError
+from dualpath.faults.spec import Fault, FaultError, non_negative
 from dualpath.faults.spec import parse as parse_process_fault
+from dualpath.faults.timeline import Timeline
 
 CONTAINER_KINDS = ("kill", "pause", "redis-drop", "partition")
 REDIS_SERVICE = "redis"  # docker-compose.yml
@@ -41,16 +41,6 @@ DEGRADE_REFUSED = (
     "--set 'faults.schedule=[\"{spec}\"]', times from the run's start) or use "
     "`dualpath up --fault {spec}`"
 )
-
-
-def _seconds(text: str, what: str, spec: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise FaultError(f"fault {spec!r}: {what} {text!r} must be a finite number >= 0")
-    return value
 
 
 def parse(spec: str) -> Fault:
@@ -71,8 +61,8 @@ def parse(spec: str) -> Fault:
         raise FaultError(
             f"fault {spec!r}: expected partition:NODE@AT[+FOR], e.g. partition:prefill0@5+10"
         )
-    at = _seconds(m["at"], "AT", spec)
-    dur = _seconds(m["for"], "FOR", spec) if m["for"] is not None else 0.0
+    at = non_negative(m["at"], "AT", spec)
+    dur = non_negative(m["for"], "FOR", spec) if m["for"] is not None else 0.0
     return Fault("partition", m["target"], at, dur)
 
 
@@ -113,22 +103,18 @@ class ContainerFaults:
     dilation: float
     clock: Callable[[], float] = time.monotonic
     log: list[dict[str, Any]] = field(default_factory=list)
-    _due: list[tuple[float, bool, Fault]] = field(default_factory=list)
     _begun: list[Fault] = field(default_factory=list)
+    _timeline: Timeline = field(init=False)
 
     def __post_init__(self) -> None:
-        for f in self.faults:
-            self._due.append((f.at_s, True, f))
-            if f.for_s:
-                self._due.append((f.end_s, False, f))
-        self._due.sort(key=lambda d: (d[0], d[1]))  # an end before a start at the same t
+        self._timeline = Timeline(self.faults)
 
     def now(self) -> float:
         return (self.clock() - self.epoch) * self.dilation
 
     @property
     def pending(self) -> int:
-        return len(self._due)
+        return len(self._timeline)
 
     @property
     def failed(self) -> int:
@@ -136,24 +122,20 @@ class ContainerFaults:
 
     def wait_s(self) -> float:
         """Wall seconds until the next start or end is due (0: due now, or nothing left)."""
-        if not self._due:
+        at = self._timeline.next_at()
+        if at is None:
             return 0.0
-        return max(0.0, (self._due[0][0] - self.now()) / self.dilation)
+        return max(0.0, (at - self.now()) / self.dilation)
 
     def step(self) -> list[dict[str, Any]]:
         """Apply every start or end whose emulated time has come; returns their events.
         A fault the engine refuses is recorded as not applied and the schedule goes on."""
-        events = []
-        while self._due and self._due[0][0] <= self.now():
-            _, start, f = self._due.pop(0)
-            events.append(self._apply(f, start))
-        return events
+        return [self._apply(f, start) for start, f in self._timeline.due(self.now())]
 
     def abort(self) -> list[dict[str, Any]]:
         """Interrupted: end now every begun fault that has an end (a paused node is not
         left frozen by Ctrl-C); the ones without an end stay, as scheduled."""
-        ends = [f for t, start, f in self._due if not start and f in self._begun]
-        self._due.clear()
+        ends = [f for start, f in self._timeline.drop_all() if not start and f in self._begun]
         return [self._apply(f, False) for f in ends]
 
     def _apply(self, f: Fault, start: bool) -> dict[str, Any]:

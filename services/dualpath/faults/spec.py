@@ -59,7 +59,8 @@ class Fault:
         return self.at_s + self.for_s if self.for_s else math.inf
 
 
-def _number(text: str, what: str, spec: str) -> float:
+def non_negative(text: str, what: str, spec: str) -> float:
+    """A time or a rate of a fault: a finite number >= 0, or FaultError naming it."""
     try:
         value = float(text)
     except ValueError:
@@ -76,8 +77,8 @@ def parse(spec: str) -> Fault:
     kind, target, link = m["kind"], m["target"] or "", m["link"] or ""
     if kind not in KINDS:
         raise FaultError(f"fault {spec!r}: unknown kind {kind!r}; one of {', '.join(KINDS)}")
-    at = _number(m["at"], "AT", spec)
-    dur = _number(m["for"], "FOR", spec) if m["for"] is not None else 0.0
+    at = non_negative(m["at"], "AT", spec)
+    dur = non_negative(m["for"], "FOR", spec) if m["for"] is not None else 0.0
     if kind == "redis-drop":
         if target:
             raise FaultError(f"fault {spec!r}: redis-drop takes no target (redis-drop@AT+FOR)")
@@ -88,7 +89,7 @@ def parse(spec: str) -> Fault:
     if kind == "degrade":
         if link not in LINKS:
             raise FaultError(f"fault {spec!r}: degrade needs TARGET.LINK=GBPS (LINK: snic, cnic)")
-        gbps = _number(m["gbps"], "GBPS", spec)
+        gbps = non_negative(m["gbps"], "GBPS", spec)
         if gbps <= 0:
             raise FaultError(f"fault {spec!r}: GBPS must be > 0 (kill the node for 0)")
         return Fault(kind, target, at, dur, link, gbps)

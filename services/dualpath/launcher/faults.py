@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dualpath.faults.spec import Fault
+from dualpath.faults.timeline import Timeline
 from dualpath.launcher.procs import ProcessGroup
 
 log = logging.getLogger(__name__)
@@ -35,27 +36,22 @@ class LiveFaults:
     epoch: float  # perf_counter() at emulated t = 0
     dilation: float
     log: list[dict[str, Any]] = field(default_factory=list)
-    _due: list[tuple[float, bool, Fault]] = field(default_factory=list)
+    _timeline: Timeline = field(init=False)
 
     def __post_init__(self) -> None:
-        for f in self.faults:
-            self._due.append((f.at_s, True, f))
-            if f.for_s:
-                self._due.append((f.end_s, False, f))
-        self._due.sort(key=lambda d: (d[0], d[1]))  # an end before a start at the same t
+        self._timeline = Timeline(self.faults)
 
     def now(self) -> float:
         return (time.perf_counter() - self.epoch) * self.dilation
 
     @property
     def pending(self) -> int:
-        return len(self._due)
+        return len(self._timeline)
 
     def step(self) -> None:
         """Apply every fault start or end whose emulated time has come."""
         now = self.now()
-        while self._due and self._due[0][0] <= now:
-            _, start, f = self._due.pop(0)
+        for start, f in self._timeline.due(now):
             try:
                 detail = self._begin(f) if start else self._end(f)
             except (ProcessLookupError, StopIteration) as exc:
