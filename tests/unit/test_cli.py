@@ -84,12 +84,20 @@ def test_sim_online_with_aps(tmp_path: Path) -> None:
     assert "online APS" in (tmp_path / "on.md").read_text()
 
 
+CTRL_C_CLI = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'dualpath'; runpy.run_module('dualpath.cli', run_name='__main__')"
+)
+
+
 def test_ctrl_c_stops_a_run_cleanly() -> None:
     import signal
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dualpath.cli", "sim", "--preset", "paper-ds660b-2p4d", "--quiet"],
+        # A runner started in the background (`cmd &` without job control) ignores SIGINT
+        # and its children inherit that: give the CLI Ctrl-C as a terminal would.
+        [sys.executable, "-c", CTRL_C_CLI, "sim", "--preset", "paper-ds660b-2p4d", "--quiet"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
