@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dualpath.links.arbitration import VlArbitration
+from dualpath.links.arbitration import MAX_DATA_VL, VlArbitration
 from dualpath.links.stats import new_series, series_until, spread
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ class Link:
         "total_rate",
         "vl_members",
         "vl_rates",
+        "vls_served",
     )
 
     def __init__(
@@ -67,6 +68,12 @@ class Link:
         self.arbitration = arbitration
         # Plain processor sharing (no VL arbitration in effect): enables the level fast path.
         self.plain = arbitration is None or not arbitration.isolation
+        # VLs a flow may use here (None = any): `arbitration.serves` precomputed for start().
+        self.vls_served: frozenset[int] | None = (
+            None
+            if self.plain or arbitration is None
+            else frozenset(vl for vl in range(MAX_DATA_VL + 1) if arbitration.serves(vl))
+        )
         # flow -> index of this link in flow.hops (dict: O(1) removal, deterministic order)
         self.members: dict[Flow, int] = {}
         self.total_rate = 0.0

@@ -9,8 +9,12 @@ goes to the others); a flow's rate is the minimum of its per-hop shares. When an
 the caps on the flow's other hops change and those links are recomputed: a cascade, bounded
 per event by `max_cascade` link recomputations (the rest is carried to the next event).
 
-Links whose flows are all limited elsewhere (storage service, DRAM in the bottleneck-free
-range) are recomputed in O(flows whose cap changed) via running aggregates, not O(members).
+Cost is proportional to what an event touches: only links whose flow set or flows' caps changed
+are recomputed; a link left idle is not recomputed at all; a flow whose hops are all idle gets
+the cascade's end state in closed form (`join_idle`). Links whose flows are all limited
+elsewhere (storage service, DRAM in the bottleneck-free range) are recomputed in O(flows whose
+cap changed) via running aggregates, not O(members). Every shortcut here reproduces the general
+cascade bit for bit (same floats, same order), so results do not depend on which path ran.
 """
 
 from __future__ import annotations
@@ -29,19 +33,29 @@ _OFFER_RTOL = 1e-9
 # Aggregate fast paths need this much headroom so drift in running sums can never overbook.
 _SLACK = 1.0 - 1e-9
 MODE_FULL, MODE_FREE = 0, 1
+_MEMO_MAX = 4096  # arbitrated splits kept (cleared when full: bounded memory)
 
 
 class Sharer:
     """Owns the dirty-link queue and the set of flows whose per-hop shares changed."""
 
-    __slots__ = ("_queue", "cascade_truncations", "max_cascade", "steps", "touched")
+    __slots__ = ("_memo", "_queue", "cascade_truncations", "max_cascade", "steps", "touched")
 
     def __init__(self, max_cascade: int) -> None:
         self.max_cascade = max_cascade
         self._queue: deque[Link] = deque()
+        # VL-arbitrated splits by (link, VLs, caps): a pure function of those and the link's
+        # rate and tables, and the same few configurations recur (a KV flow next to a model
+        # flow, both uncapped), so a hit returns the very floats `allocate` would.
+        self._memo: dict[tuple[Link, tuple[int, ...], tuple[float, ...]], list[float]] = {}
         self.touched: dict[Flow, None] = {}  # insertion-ordered: keeps runs deterministic
         self.steps = 0
         self.cascade_truncations = 0
+
+    @property
+    def settled(self) -> bool:
+        """No link waits for a recomputation (nothing carried over from a cut cascade)."""
+        return not self._queue
 
     def mark(self, link: Link) -> None:
         if not link.dirty:
@@ -62,53 +76,96 @@ class Sharer:
         for link in order:
             self.mark(link)
 
+    def join_idle(self, flow: Flow) -> float:
+        """`join` + `relax` in closed form for a flow whose hops are all idle, when no link is
+        dirty (`settled`); returns the flow's rate. Callers apply it (not put in `touched`).
+
+        The cascade would visit the hops slowest first (stable sort): the first slowest hop p
+        grants its whole rate r and offers r, so every other hop gets cap r, grants r and
+        offers INF (a tie is not a bottleneck). This writes exactly that end state.
+        """
+        hops = flow.hops
+        n = len(hops)
+        p, r = 0, hops[0].rate
+        for k in range(1, n):
+            rate = hops[k].rate
+            if rate < r:
+                p, r = k, rate
+        vl = flow.vl
+        for k, link in enumerate(hops):
+            link.members[flow] = k
+            link.vl_members[vl] = 1
+            if k == p:
+                link.inf_members[flow] = None
+                link.fin_sum = link.cap_max = 0.0
+            else:
+                link.fin_sum = link.cap_max = r
+            link.mode = MODE_FULL
+        flow.alloc = [r] * n
+        offer = [INF] * n
+        offer[p] = r
+        flow.offer = offer
+        cap = [r] * n
+        cap[p] = INF
+        flow.cap = cap
+        self.steps += n
+        return r
+
     def leave(self, flow: Flow) -> None:
         vl = flow.vl
         for i, link in enumerate(flow.hops):
-            del link.members[flow]
+            members = link.members
+            del members[flow]
             left_on_vl = link.vl_members[vl] - 1
             if left_on_vl:
                 link.vl_members[vl] = left_on_vl
             else:
                 del link.vl_members[vl]
-            link.pending.pop(flow, None)
-            if flow in link.inf_members:
-                del link.inf_members[flow]
-            else:
-                link.fin_sum -= flow.cap[i]
-            if not link.members:  # an idle link restarts from exact zeros
+            if members:
+                link.pending.pop(flow, None)
+                if flow in link.inf_members:
+                    del link.inf_members[flow]
+                else:
+                    link.fin_sum -= flow.cap[i]
+                self.mark(link)
+            else:  # an idle link restarts from exact zeros and has nothing to re-share
+                link.pending.clear()
+                link.inf_members.clear()
                 link.fin_sum, link.cap_max, link.mode = 0.0, 0.0, MODE_FULL
-            self.mark(link)
         self.touched.pop(flow, None)
 
     def rate_changed(self, link: Link) -> None:
         link.mode = MODE_FULL
+        self._memo.clear()  # keyed without the rate: a rate change is rare
         self.mark(link)
 
     def relax(self) -> None:
         """Recompute dirty links, cascading; leaves new per-hop shares in `touched` flows."""
         queue = self._queue
+        if not queue:
+            return
         budget = len(queue) + self.max_cascade
         steps = 0
+        popleft = queue.popleft
         while queue:
             if steps >= budget:
                 self.cascade_truncations += 1
                 break
-            link = queue.popleft()
+            link = popleft()
             link.dirty = False
-            self._recompute(link)
+            n = len(link.members)
+            if n == 1:
+                self._single_pass(link)
+            elif n:
+                self._recompute(link)
+            link.pending.clear()
             steps += 1
         self.steps += steps
 
     # --- one link ------------------------------------------------------------------------
 
     def _recompute(self, link: Link) -> None:
-        members = link.members
-        if len(members) <= 1:
-            if members:
-                self._single_pass(link)
-            link.pending.clear()
-            return
+        """A link with two or more flows: the aggregate fast path, or a full water-fill."""
         # One VL on an arbitrated link behaves like plain sharing: the arbiter is
         # work-conserving, so a lone VL gets the whole link.
         plain = link.plain or len(link.vl_members) == 1
@@ -124,13 +181,24 @@ class Sharer:
             self._free_pass(link, level)
         else:
             self._full_pass(link, plain)
-        link.pending.clear()
 
     def _single_pass(self, link: Link) -> None:
+        """One flow: it gets the link's rate, or its cap if that is lower (`_grant` inlined:
+        this is the most common recomputation)."""
         for flow, i in link.members.items():
             cap = flow.cap[i]
-            share = cap if cap < link.rate else link.rate
-            self._grant(flow, i, share, share if share < cap * _BOTTLENECK else INF)
+            rate = link.rate
+            share = cap if cap < rate else rate
+            offer = share if share < cap * _BOTTLENECK else INF
+            alloc = flow.alloc
+            if alloc[i] != share:
+                alloc[i] = share
+                self.touched[flow] = None
+            old = flow.offer[i]
+            if offer != old and not (
+                offer < INF and old < INF and abs(offer - old) <= _OFFER_RTOL * old
+            ):
+                self._publish(flow, i, offer)
             link.fin_sum = link.cap_max = cap if cap != INF else 0.0
         link.mode = MODE_FULL
 
@@ -151,8 +219,17 @@ class Sharer:
                 touched[flow] = None
             if flow.offer[i] != INF:
                 self._publish(flow, i, INF)
-        for flow in inf_members:
-            self._grant(flow, members[flow], level, level)
+        for flow in inf_members:  # `_grant(flow, i, level, level)`, inlined
+            i = members[flow]
+            alloc = flow.alloc
+            if alloc[i] != level:
+                alloc[i] = level
+                touched[flow] = None
+            old = flow.offer[i]
+            if level != old and not (
+                level < INF and old < INF and abs(level - old) <= _OFFER_RTOL * old
+            ):
+                self._publish(flow, i, level)
         link.mode = MODE_FREE
 
     def _full_pass(self, link: Link, plain: bool) -> None:
@@ -162,24 +239,32 @@ class Sharer:
         if arb is None or plain:
             shares = equal_waterfill(link.rate, caps)
         else:
-            shares = allocate(link.rate, arb, [flow.vl for flow in members], caps)
+            vls = tuple([flow.vl for flow in members])
+            key = (link, vls, tuple(caps))
+            memo = self._memo
+            hit = memo.get(key)
+            if hit is None:
+                if len(memo) >= _MEMO_MAX:
+                    memo.clear()
+                hit = memo[key] = allocate(link.rate, arb, vls, caps)
+            shares = hit
         finite = [c for c in caps if c != INF]
         link.fin_sum = math.fsum(finite)  # re-anchor the running aggregates exactly
         link.cap_max = max(finite, default=0.0)
+        touched = self.touched
         for (flow, i), cap, share in zip(members.items(), caps, shares, strict=True):
-            self._grant(flow, i, share, share if share < cap * _BOTTLENECK else INF)
+            # `_grant(flow, i, share, offer)`, inlined
+            offer = share if share < cap * _BOTTLENECK else INF
+            alloc = flow.alloc
+            if alloc[i] != share:
+                alloc[i] = share
+                touched[flow] = None
+            old = flow.offer[i]
+            if offer != old and not (
+                offer < INF and old < INF and abs(offer - old) <= _OFFER_RTOL * old
+            ):
+                self._publish(flow, i, offer)
         link.mode = MODE_FULL
-
-    def _grant(self, flow: Flow, i: int, share: float, offer: float) -> None:
-        """Record hop i's share for the flow and publish its offer if it moved."""
-        alloc = flow.alloc
-        if alloc[i] != share:
-            alloc[i] = share
-            self.touched[flow] = None
-        old = flow.offer[i]
-        if offer == old or (offer < INF and old < INF and abs(offer - old) <= _OFFER_RTOL * old):
-            return
-        self._publish(flow, i, offer)
 
     def _publish(self, flow: Flow, i: int, offer: float) -> None:
         """Hop i's offer changed: the caps on the flow's other hops follow."""

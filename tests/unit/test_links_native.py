@@ -1,0 +1,73 @@
+"""The optional compiled fabric (links/native.py): off unless asked for, never stale, and
+bit-identical to the Python one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dualpath.links import native
+
+# A scenario whose flows exercise sharing, VL arbitration and cascades; prints its metrics.
+_PROBE = """
+import json
+from dualpath.config.presets import resolve
+from dualpath.links import native
+from dualpath.runtime.sim import simulate
+sc = resolve("paper-ds660b-2p4d", {"workload": {"agents": 8}, "seed": 3}, [])
+r = simulate(sc)
+r.pop("runtime")
+print(json.dumps({"native": native.active(), "report": r}, sort_keys=True))
+"""
+
+
+def test_no_build_is_used_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DUALPATH_NATIVE", raising=False)
+    assert native.install() is False
+    assert native.active() is False
+
+
+def test_a_build_of_other_sources_is_ignored(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Only a build whose digest matches the sources on disk is ever loaded."""
+    stale = tmp_path / "0123456789abcdef0123"
+    stale.mkdir()
+    (stale / "manifest.json").write_text(json.dumps({"files": {"dualpath.links.x": "x.so"}}))
+    monkeypatch.setenv("DUALPATH_NATIVE", "1")
+    monkeypatch.setenv("DUALPATH_NATIVE_DIR", str(tmp_path))
+    assert native.digest() != stale.name
+    assert native.install() is False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler"
+)
+def test_compiled_fabric_gives_the_same_report_bit_for_bit(tmp_path: Path) -> None:
+    pytest.importorskip("mypyc")
+    env = {**os.environ, "DUALPATH_NATIVE_DIR": str(tmp_path)}
+    subprocess.run(
+        [sys.executable, "-m", "dualpath.links.native"], env=env, check=True, capture_output=True
+    )
+
+    def probe(flag: str) -> dict[str, object]:
+        out = subprocess.run(
+            [sys.executable, "-c", _PROBE],
+            env={**env, "DUALPATH_NATIVE": flag},
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+        return result
+
+    compiled, python = probe("1"), probe("0")
+    assert compiled["native"] is True and python["native"] is False
+    assert compiled["report"] == python["report"]
