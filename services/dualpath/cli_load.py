@@ -122,7 +122,9 @@ def load(
     think_time: Annotated[
         float | None, typer.Option(help="emulated s between turns (default: the script's)")
     ] = None,
-    source: Annotated[str | None, typer.Option(help="workload: synthetic, weka, mooncake")] = None,
+    source: Annotated[
+        str | None, typer.Option(help="workload: synthetic, synthetic-weka, weka, mooncake")
+    ] = None,
     trace: Annotated[str | None, typer.Option(help="trace file or folder")] = None,
     replay: Annotated[str | None, typer.Option(help="trace replay: session or open-loop")] = None,
     time_scale: Annotated[float | None, typer.Option(help="multiply trace times")] = None,

@@ -79,7 +79,8 @@ class PrefillUnit:
         self._record_attention(batches)
         a2a = self._start_a2a(batches)
         outputs = Join()
-        pipeline_end = clock.now()
+        pipeline_end = t_start = clock.now()
+        busy = 0.0  # roofline compute of the forward's layer steps (TTFT breakdown)
         nxt, ls = self._start_loads(batches, 0), clock.now()
         groups = ctx.layer_groups
         first = 0
@@ -90,6 +91,7 @@ class PrefillUnit:
             if k + 1 < len(groups):
                 nxt, ls = self._start_loads(batches, k + 1), le
             compute = self._compute_time(batches, first, nl)
+            busy += compute
             first += nl
             if ctx.policy.layerwise:
                 d = (le - cur_ls) / nl
@@ -98,8 +100,15 @@ class PrefillUnit:
                 pipeline_end = max(pipeline_end, le) + compute
             await clock.sleep_until(pipeline_end)
             self._start_outputs(batches, nl, outputs)
+        # whatever of the pipeline is not compute was spent waiting for KV loads
+        stall = max(0.0, pipeline_end - t_start - busy)
         await a2a.wait()  # the forward ends when its expert all-to-all has moved too
         ctx.metrics.forwards += 1
+        spent = clock.now() - t_start
+        for batch in batches.values():
+            for item in batch:
+                item.request.forward_s += spent
+                item.request.load_wait_s += stall
         self._finish_forward(batches, outputs)
 
     def _start_a2a(self, batches: Batches) -> Join:
@@ -135,6 +144,13 @@ class PrefillUnit:
                     ctx.metrics.integrity.bytes_to_prefill_hbm += nbytes
                 else:
                     ctx.metrics.integrity.bytes_reloaded += nbytes
+                if req.path is ReadPath.SPLIT:  # each part from the buffer it was read into
+                    assert req.de is not None
+                    local = float(min(req.pe_part, req.computed) * ctx.kv_token_layer * nl)
+                    for side, part in ((pe, local), (req.de, nbytes - local)):
+                        prev = by_src.get(side.engine_id, (side, 0.0))[1]
+                        by_src[side.engine_id] = (side, prev + part)
+                    continue
                 src = pe if req.path is ReadPath.PE else req.de
                 assert src is not None
                 prev = by_src.get(src.engine_id, (src, 0.0))[1]
@@ -166,6 +182,8 @@ class PrefillUnit:
                 tokens = item.new_tokens
                 if req.path is ReadPath.PE and req.computed == req.hit:
                     tokens += req.hit
+                elif req.path is ReadPath.SPLIT and req.computed == req.hit:
+                    tokens += req.pe_part  # the DE buffer has only the DE part of the hit
                 de = req.de
                 assert de is not None
                 prev = by_dst.get(de.engine_id, (de, 0.0))[1]

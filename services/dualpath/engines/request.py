@@ -12,6 +12,9 @@ class ReadPath(StrEnum):
 
     PE = "pe"  # storage -> PE node SNIC -> PE DRAM buffer -> PE HBM
     DE = "de"  # storage -> DE node SNIC -> DE DRAM buffer -> DE CNIC -> PE HBM
+    # Both at once (policy dualpath-split, virtual time only): `pe_part` tokens the PE way,
+    # the rest the DE way, two concurrent flows.
+    SPLIT = "split"
 
 
 @dataclass(slots=True, eq=False)
@@ -44,6 +47,11 @@ class Request:
     t_second: float = -1.0
     t_last: float = -1.0
     attempt: int = 0  # placements so far minus one (a lost node's turns are placed again)
+    pe_part: int = 0  # hit tokens read on the PE side of a SPLIT read (whole blocks)
+    # TTFT breakdown (report `ttft_breakdown`): time in the prefill forwards this turn was
+    # part of, and the share of it those forwards stalled on KV loads into PE HBM
+    forward_s: float = 0.0
+    load_wait_s: float = 0.0
 
     def unplace(self) -> None:
         """Forget where this turn was placed (its node was lost before it decoded): it
@@ -52,8 +60,10 @@ class Request:
         self.pe = self.de = None
         self.hit = self.computed = self.persisted_blocks = 0
         self.path = ReadPath.PE
+        self.pe_part = 0
         self.hbm_bytes = self.buffer_bytes = 0.0
         self.t_pe = self.t_de = self.t_read_start = self.t_read_done = -1.0
+        self.forward_s = self.load_wait_s = 0.0
 
     @property
     def miss(self) -> int:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
 from dualpath.core.clock import TimerHandle
-from dualpath.engines.capacity import CapacityError
+from dualpath.engines.capacity import CapacityError, Join
 from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
@@ -49,6 +49,15 @@ class GlobalScheduler:
         # Nodes not to place on (lost: no heartbeat). Empty in a healthy run, so the
         # placement below takes its fast path and is exactly the paper's rules.
         self.down: set[str] = set()
+        if getattr(ctx.policy, "splits_reads", False):  # policies/split.py
+            # Only this class's read_kv runs a split read as two flows; a runtime that
+            # replaces the seam (processes: one ReadKv on one node) refuses it at start.
+            if type(self).read_kv is not GlobalScheduler.read_kv:
+                raise ValueError(
+                    f"policy.name={ctx.policy.name}: split reads run on virtual time only "
+                    "(dualpath sim, dualpath experiment); choose another policy here"
+                )
+            ctx.metrics.read_path.setdefault(ReadPath.SPLIT.value, 0)
         if ctx.engine.fetch_mode == "periodic":
             keys = [("pe", g) for g in range(len(pe_groups))]
             keys += [("de", g) for g in range(len(de_groups))]
@@ -91,6 +100,8 @@ class GlobalScheduler:
         release_prefill(req)
         if req.path is ReadPath.PE and req.hit:
             self.ctx.hw.node_of(pe).buffer.release(req.hit * self.ctx.kv_token)
+        elif req.path is ReadPath.SPLIT:
+            self.ctx.hw.node_of(pe).buffer.release(req.pe_part * self.ctx.kv_token)
         self._kick("pe", [pe.group])
 
     def on_prefilled(self, req: Request) -> None:
@@ -205,6 +216,9 @@ class GlobalScheduler:
         pe, de = req.pe, req.de
         assert pe is not None and de is not None
         node, hit_blocks, nbytes = self.plan_read(req, ctx.store.prefix_blocks(req.session))
+        if req.path is ReadPath.SPLIT:
+            await self._read_split(req, hit_blocks, nbytes)
+            return
         await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
         if req.path is ReadPath.PE and req.hit:
             await ctx.hw.node_of(pe).buffer.acquire(req.hit * ctx.kv_token)
@@ -231,6 +245,8 @@ class GlobalScheduler:
         req.hit = req.computed = hit_blocks * ctx.engine.block_tokens
         req.persisted_blocks = hit_blocks
         req.path = ctx.policy.choose_path(req, pe.node, de.node)
+        if req.path is ReadPath.SPLIT:
+            req.path = self._whole_blocks(req, hit_blocks)
         req.buffer_bytes = req.prompt * ctx.kv_token
         node = pe.node if req.path is ReadPath.PE else de.node
         return node, hit_blocks, hit_blocks * ctx.full_block_bytes
@@ -238,7 +254,13 @@ class GlobalScheduler:
     def account_read(self, req: Request, hit_blocks: int, nbytes: float, outcome: str) -> None:
         """Record a read's outcome where it was verified: "ok", "missing" or "corrupted"."""
         integ = self.ctx.metrics.integrity
-        self.ctx.metrics.record_path(req.path, nbytes)
+        if req.path is ReadPath.SPLIT:  # counted once as "split"; bytes to the side read
+            m, pe_bytes = self.ctx.metrics, nbytes * req.pe_part / req.hit
+            m.read_path[req.path.value] += 1
+            m.bytes_by_path[ReadPath.PE.value] += pe_bytes
+            m.bytes_by_path[ReadPath.DE.value] += nbytes - pe_bytes
+        else:
+            self.ctx.metrics.record_path(req.path, nbytes)
         if outcome == "missing":
             integ.blocks_lost += 1
         elif outcome == "corrupted":
@@ -264,3 +286,44 @@ class GlobalScheduler:
             self.account_read(req, hit_blocks, nbytes, "corrupted")
             raise
         self.account_read(req, hit_blocks, nbytes, "ok")
+
+    # --- split reads (policy dualpath-split, policies/split.py) ---------------------------
+    def _whole_blocks(self, req: Request, hit_blocks: int) -> ReadPath:
+        """Round a split's PE part to whole blocks (storage moves Full Blocks); a part that
+        rounds to nothing makes the read a plain one on the other side."""
+        bt = self.ctx.engine.block_tokens
+        pe_blocks = (req.pe_part + bt // 2) // bt
+        req.pe_part = pe_blocks * bt if 0 < pe_blocks < hit_blocks else 0
+        if req.pe_part:
+            return ReadPath.SPLIT
+        return ReadPath.DE if pe_blocks <= 0 else ReadPath.PE
+
+    async def _read_split(self, req: Request, hit_blocks: int, nbytes: float) -> None:
+        """The first `pe_part` tokens' blocks through the PE node's SNIC into its buffer,
+        the rest through the DE node's into the DE buffer: two concurrent flows, each
+        side's read_q holding its part until that part is in."""
+        ctx = self.ctx
+        pe, de = req.pe, req.de
+        assert pe is not None and de is not None
+        await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
+        await ctx.hw.node_of(pe).buffer.acquire(req.pe_part * ctx.kv_token)
+        pe_blocks = req.pe_part // ctx.engine.block_tokens
+        req.t_read_start = ctx.clock.now()
+        join = Join()
+        for node, tokens, first, end in (
+            (pe.node, req.pe_part, 0, pe_blocks),
+            (de.node, req.hit - req.pe_part, pe_blocks, hit_blocks),
+        ):
+            node.read_q += tokens
+            hops = ctx.hw.storage_read_hops(node, self._target(req, end))
+            on_done = functools.partial(self._part_read, node, tokens, join.add())
+            ctx.move((end - first) * ctx.full_block_bytes, hops, ctx.vl.kv_vl, on_done)
+        await join.wait()
+        req.t_read_done = ctx.clock.now()
+        self._verify_read(req, hit_blocks, nbytes)
+        self.pe_unit[pe.engine_id].enqueue(req)
+
+    @staticmethod
+    def _part_read(node: NodeState, tokens: int, done: Callable[[], None]) -> None:
+        node.read_q -= tokens
+        done()

@@ -11,8 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dualpath.engines.hardware import GBPS_TO_BYTES
+from dualpath.report.breakdown import ttft_breakdown
+from dualpath.report.floor import FloorModel, floor_section
 from dualpath.report.plots import WINDOW_S, snic_series
 from dualpath.workload.script import Workload
+from dualpath.workload.sources import build_workload
 from dualpath.workload.traces import infinite_cache_hit
 
 if TYPE_CHECKING:
@@ -205,11 +209,29 @@ def _integrity(cluster: Cluster) -> dict[str, Any]:
     return out
 
 
+def _jct_floor(cluster: Cluster, jct: float) -> dict[str, Any]:
+    """`jct_floor_s`, `jct_floor_bound`, `jct_floor` (report/floor.py) of an offline run.
+
+    The scripts come from `build_workload` again: the run's own workload while it is still
+    alive (sources.py hands it out again), else rebuilt the same way from the scenario.
+    """
+    sc = cluster.scenario
+    model = FloorModel(
+        cluster.prefill_roofline,
+        cluster.decode_roofline,
+        sc.engine.block_tokens,
+        sc.hardware.cnic_gbps * GBPS_TO_BYTES,
+        sc.topology.gpus_per_node,
+    )
+    open_loop = sc.workload.replay == "open-loop"
+    return floor_section(model, build_workload(sc), cluster.metrics.requests, jct, open_loop)
+
+
 def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
     m = cluster.metrics
     sc = cluster.scenario
     reqs = m.requests
-    return {
+    report: dict[str, Any] = {
         "schema": SCHEMA,
         "scenario": sc.model_dump(mode="json"),
         "policy": {
@@ -248,6 +270,11 @@ def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
         "integrity": _integrity(cluster),
         "storage": _storage(cluster, jct),
     }
+    # Keys added after the contract's first version go last, so existing ones keep their order.
+    if sc.workload.mode == "offline":
+        report.update(_jct_floor(cluster, jct))
+    report["ttft_breakdown"] = ttft_breakdown(reqs)
+    return report
 
 
 def workload_section(workload: Workload) -> dict[str, Any]:

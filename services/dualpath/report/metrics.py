@@ -19,6 +19,15 @@ class RequestRecord:
     t_first: float
     t_second: float
     t_last: float
+    # TTFT stages (report `ttft_breakdown`, docs/report.md), appended with defaults so rows
+    # of the ten fields above still load. Durations, not timestamps: a runtime that shifts
+    # the clock (the process runtime's t0) leaves them right. -1.0 / 0.0: not measured.
+    wait_pe_s: float = -1.0  # arrival -> a PE assigned
+    wait_de_s: float = -1.0  # PE assigned -> a DE assigned
+    buffer_wait_s: float = -1.0  # DE assigned -> DRAM buffer space held, the read starts
+    read_s: float = -1.0  # storage -> the reading node's DRAM buffer
+    forward_s: float = 0.0  # the prefill forwards the turn was in (0: not measured here)
+    load_wait_s: float = 0.0  # of forward_s: stalled on KV loads into PE HBM
 
 
 @dataclass(slots=True)
@@ -70,5 +79,16 @@ class Metrics:
                 t_first=req.t_first,
                 t_second=req.t_second,
                 t_last=req.t_last,
+                wait_pe_s=_span(req.arrival, req.t_pe),
+                wait_de_s=_span(req.t_pe, req.t_de),
+                buffer_wait_s=_span(req.t_de, req.t_read_start),
+                read_s=_span(req.t_read_start, req.t_read_done),
+                forward_s=req.forward_s,
+                load_wait_s=req.load_wait_s,
             )
         )
+
+
+def _span(start: float, end: float) -> float:
+    """end - start, or -1.0 when either was never stamped (-1.0 on the Request)."""
+    return end - start if start >= 0 and end >= 0 else -1.0

@@ -1,4 +1,5 @@
-"""PNG figures of a run: storage-NIC read throughput per node over time, and latency CDFs.
+"""PNG figures of a run: storage-NIC read throughput per node over time, and latency CDFs;
+beside them (`NAME-ttft.png`) the per-turn TTFT breakdown as stacked bars.
 
 Computed from the cluster at the end of a run (the link series), written next to the JSON.
 matplotlib runs headless (Agg); nothing here is needed to compute the report itself.
@@ -60,6 +61,53 @@ def write_png(report: dict[str, Any], path: Path) -> None:
         f"{sc['name']} · {sc['model']} · policy {report['policy']['name']} · "
         f"JCT {report['jct_s']:.0f} s (emulated)"
     )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    if report.get("ttft_breakdown", {}).get("n"):  # a second file: this figure stays as it was
+        write_breakdown_png(report, path.with_name(breakdown_png_name(path.name)))
+
+
+def breakdown_png_name(png_name: str) -> str:
+    """File name of the TTFT-breakdown chart written beside `png_name` (run.png ->
+    run-ttft.png)."""
+    stem, dot, ext = png_name.rpartition(".")
+    return f"{stem}-ttft.{ext}" if dot else f"{png_name}-ttft"
+
+
+_STAGE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#c44e52", "#937860")
+
+
+def write_breakdown_png(report: dict[str, Any], path: Path) -> None:
+    """Stacked bars of the mean TTFT stages (paper Fig. 12 left): all turns, then the
+    turns of each read path."""
+    import matplotlib
+
+    from dualpath.report.breakdown import STAGES
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    b = report["ttft_breakdown"]
+    bars = [("all", b["n"], {k: b["stages"][k]["mean"] for k in STAGES})]
+    bars += [(f"{p} read", v["n"], v["mean"]) for p, v in b["by_path"].items()]
+    fig, ax = plt.subplots(figsize=(2.2 + 1.3 * len(bars), 4.2))
+    x = np.arange(len(bars))
+    bottom = np.zeros(len(bars))
+    for stage, colour in zip(STAGES, _STAGE_COLOURS, strict=True):
+        h = np.array([m[stage] or 0.0 for _, _, m in bars])  # None: not measured
+        if h.any():
+            ax.bar(x, h, 0.6, bottom=bottom, label=stage.replace("_", " "), color=colour)
+        bottom += h
+    for i, total in enumerate(bottom):
+        ax.annotate(f"{total:.2f} s", (x[i], total), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(x, [f"{name}\n({n} turns)" for name, n, _ in bars], fontsize=8)
+    ax.set_ylabel("mean TTFT, emulated s")
+    handles, labels = ax.get_legend_handles_labels()  # top of the stack first
+    ax.legend(handles[::-1], labels[::-1], fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+    sc = report["scenario"]
+    ax.set_title(f"TTFT breakdown · {sc['name']} · {report['policy']['name']}", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

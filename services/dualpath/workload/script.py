@@ -79,7 +79,7 @@ class AgentScript:
             )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # sources.py: alive workloads
 class Workload:
     """Every session of a run, the chains' shared prefixes, and what was loaded."""
 

@@ -1,24 +1,36 @@
 """Workload sources by name: what `workload.source` selects, for every runtime.
 
-"synthetic" is the Table 2 generator (`workload.agents`, `max_len`, scales, `seed`);
-"weka" and "mooncake" replay the trace at `workload.trace` (docs/traces.md). Both runtimes
-and the Locust load generator call `build_workload`, so they replay the same scripts.
+"synthetic" is the Table 2 generator (`workload.agents`, `max_len`, scales, `seed`), and
+"synthetic-weka" the same datasets with the WEKA trace's dispersion (workload/shaped.py);
+"weka" and "mooncake" replay the trace at `workload.trace` (docs/traces.md); installed
+packages add more (entry-point group `dualpath.workload_sources`, docs/plugins.md). Both
+runtimes and the Locust load generator call `build_workload`, so they replay the same scripts.
 Pure (no asyncio): the Locust process imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from functools import cache
 from typing import TYPE_CHECKING
 
+from dualpath.plugins import WORKLOAD_SOURCES as GROUP
+from dualpath.plugins import Catalog, EntryPointLike, catalog, check_name
 from dualpath.workload.script import Workload, first_turns, synthetic_workload
+from dualpath.workload.shaped import weka_shaped_trajectories
 from dualpath.workload.synthetic import synthetic_trajectories
 from dualpath.workload.table2 import parse_max_len
 from dualpath.workload.traces.registry import load_trace
+from dualpath.workload.trajectory import Trajectory
 
 if TYPE_CHECKING:  # settings validates source names against this module: no import cycle
     from dualpath.config.settings import Scenario
+
+
+# (max_len, n_agents, seed, append_scale, gen_scale) -> trajectories
+Generator = Callable[[int, int, int, float, float], list[Trajectory]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,14 +41,23 @@ class WorkloadSource:
     help: str
 
 
-def _synthetic(sc: Scenario, n_agents: int | None) -> Workload:
-    w = sc.workload
-    trajs = synthetic_trajectories(
-        parse_max_len(w.max_len), n_agents or w.agents, sc.seed, w.append_scale, w.gen_scale
-    )
-    # offline runs have no tool time (paper §7.3); online agents think between turns (§7.4)
-    think = sc.online.think_time_s if w.mode == "online" else 0.0
-    return synthetic_workload(trajs, think)
+def _table2(name: str, generate: Generator) -> Callable[[Scenario, int | None], Workload]:
+    """A Table 2 generator as a source (same settings: agents, max_len, scales, seed)."""
+
+    def build(sc: Scenario, n_agents: int | None) -> Workload:
+        w = sc.workload
+        trajs = generate(
+            parse_max_len(w.max_len), n_agents or w.agents, sc.seed, w.append_scale, w.gen_scale
+        )
+        # offline runs have no tool time (paper §7.3); online agents think between turns (§7.4)
+        think = sc.online.think_time_s if w.mode == "online" else 0.0
+        workload = synthetic_workload(trajs, think)
+        if name == workload.source:
+            return workload
+        described = workload.description.replace(workload.source, name, 1)
+        return replace(workload, source=name, description=described)
+
+    return build
 
 
 def _trace(fmt: str) -> Callable[[Scenario, int | None], Workload]:
@@ -61,28 +82,80 @@ def _trace(fmt: str) -> Callable[[Scenario, int | None], Workload]:
     return build
 
 
+# The built-ins; `workload_sources()` adds the installed plug-ins.
 WORKLOAD_SOURCES: dict[str, WorkloadSource] = {
     s.name: s
     for s in (
         WorkloadSource(
-            "synthetic", False, _synthetic, "paper Table 2 trajectories (agents, max_len)"
+            "synthetic",
+            False,
+            _table2("synthetic", synthetic_trajectories),
+            "paper Table 2 trajectories (agents, max_len)",
         ),
         WorkloadSource("weka", True, _trace("weka"), "WEKA Claude Code sessions (folder)"),
         WorkloadSource("mooncake", True, _trace("mooncake"), "Mooncake JSONL trace"),
+        WorkloadSource(
+            "synthetic-weka",
+            False,
+            _table2("synthetic-weka", weka_shaped_trajectories),
+            "paper Table 2 means with the WEKA trace's dispersion (docs/workload.md)",
+        ),
     )
 }
 
 
+def _plugin_source(name: str, obj: object) -> WorkloadSource:
+    if not isinstance(obj, WorkloadSource):
+        raise TypeError(f"is a {type(obj).__name__}; expected a WorkloadSource")
+    check_name(name, obj.name, "workload source")
+    return obj
+
+
+def source_catalog(found: Iterable[EntryPointLike] | None = None) -> Catalog[WorkloadSource]:
+    """The built-in sources plus the plug-ins (`found`, default: the installed ones)."""
+    return catalog(GROUP, "workload source", WORKLOAD_SOURCES, _plugin_source, found)
+
+
+@cache
+def workload_sources() -> Catalog[WorkloadSource]:
+    """Built-ins and installed plug-ins (group `dualpath.workload_sources`), once per
+    process: settings validate every scenario against it."""
+    return source_catalog()
+
+
+def find_source(name: str) -> WorkloadSource:
+    """The source `workload.source` names; ValueError names the accepted ones, or why a
+    plug-in of that name was skipped."""
+    sources = workload_sources()
+    src = sources.items.get(name)
+    if src is not None:
+        return src
+    problem = sources.problem(name)
+    if problem is not None:
+        raise ValueError(f"workload.source {name!r}: {problem}")
+    raise ValueError(f"unknown workload source {name!r}; known: {known_sources()}")
+
+
 def known_sources() -> str:
-    return ", ".join(WORKLOAD_SOURCES)
+    return ", ".join(workload_sources().items)
+
+
+# Workloads still referenced somewhere, by what built them. Building is a pure function of
+# the scenario and a workload is immutable, so one that is alive (a run's own, while its
+# report is built: report/build.py recomputes per-agent figures from it) is handed out again
+# instead of re-generated (1024 synthetic agents take ~1-2 s, a whole trace ~10 s and ~1 GB).
+# Weak references: nothing is kept alive by this.
+_ALIVE: weakref.WeakValueDictionary[tuple[int | None, str], Workload] = (
+    weakref.WeakValueDictionary()
+)
 
 
 def build_workload(sc: Scenario, n_agents: int | None = None) -> Workload:
     """The scenario's scripts. `n_agents`: synthetic, how many agents (default
     `workload.agents`); a trace, at most that many sessions (with `trace_sessions`)."""
-    src = WORKLOAD_SOURCES.get(sc.workload.source)
-    if src is None:
-        raise ValueError(
-            f"workload.source {sc.workload.source!r} is unknown; known: {known_sources()}"
-        )
-    return src.build(sc, n_agents)
+    src = find_source(sc.workload.source)
+    key = (n_agents, sc.model_dump_json())
+    workload = _ALIVE.get(key)
+    if workload is None:
+        workload = _ALIVE[key] = src.build(sc, n_agents)
+    return workload

@@ -44,12 +44,20 @@ def synthetic_trajectories(
         raise ValueError(f"n_agents must be >= 1, got {n_agents}")
     p = profile if profile is not None else profile_for(max_len)
     base = base_arrays(p, max_len, seed, append_scale, gen_scale)
+    return agents_from_base(base, n_agents, seed, max_len, append_scale)
+
+
+def agents_from_base(
+    base: TurnArrays, n_agents: int, seed: int, max_len: int, append_scale: float
+) -> list[Trajectory]:
+    """`n_agents` agents from scaled, uncut base trajectories: the base ones cut at
+    max_len, then A.3's extra agents (shared by every generator of the paper's datasets)."""
     kept = cut_counts(base, max_len)
     cut = base.head(kept)
     base_turns = [cut.turns(j) for j in range(len(cut))]
     out = [Trajectory(j, base_turns[j]) for j in range(min(n_agents, len(base)))]
     if n_agents > len(base):
-        out += _extra_agents(p, base, base_turns, n_agents, seed, max_len, append_scale)
+        out += _extra_agents(base, base_turns, n_agents, seed, max_len, append_scale)
     return out
 
 
@@ -63,7 +71,6 @@ def base_arrays(
 
 
 def _extra_agents(
-    p: TraceProfile,
     base: TurnArrays,
     base_turns: list[tuple[Turn, ...]],
     n_agents: int,

@@ -1,0 +1,135 @@
+"""Per-turn TTFT breakdown (report/breakdown.py) and the JCT floor (report/floor.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dualpath.config.presets import resolve
+from dualpath.report.breakdown import STAGES, stage_times, ttft_breakdown
+from dualpath.report.floor import FLOOR_TOLERANCE, FloorModel
+from dualpath.report.metrics import RequestRecord
+from dualpath.report.plots import breakdown_png_name, write_png
+from dualpath.report.render import markdown_report
+from dualpath.roofline import Roofline, load_gpu, load_model
+from dualpath.runtime.sim import simulate
+from dualpath.workload.script import ScriptTurn
+
+
+def _rec(path: str = "de", forward_s: float = 0.3, **kw: float) -> RequestRecord:
+    # arrival 10, first token 11.5: queue 0.1+0.2, buffer 0.05, read 0.4, then 0.75 left
+    base = RequestRecord(1, 0, 1000, 900, 8, path, 10.0, 11.5, 11.52, 11.7)
+    return dataclasses.replace(
+        base,
+        **{"wait_pe_s": 0.1, "wait_de_s": 0.2, "buffer_wait_s": 0.05, "read_s": 0.4,
+           "forward_s": forward_s, "load_wait_s": 0.1, **kw},
+    )  # fmt: skip
+
+
+def test_stages_add_up_to_the_ttft() -> None:
+    st = stage_times(_rec())
+    assert st is not None
+    assert sum(st[k] for k in STAGES) == pytest.approx(1.5)
+    assert st["queue"] == pytest.approx(st["queue_pe"] + st["queue_de"]) == pytest.approx(0.3)
+    assert st["prefill_wait"] == pytest.approx(0.45)  # 0.75 after the read - 0.3 of forwards
+    assert (st["transfer"], st["prefill"]) == pytest.approx((0.1, 0.2))
+
+
+def test_unmeasured_stages() -> None:
+    """Old ten-field rows (no stage fields) are skipped; rows without forward times (the
+    process runtime) keep the time after the read as one `prefill` stage."""
+    assert stage_times(RequestRecord(1, 0, 1000, 900, 8, "pe", 0.0, 1.0, 1.1, 1.2)) is None
+    b = ttft_breakdown([_rec(forward_s=0.0), _rec(forward_s=0.0)])
+    assert b["n"] == 2 and not b["split_measured"]
+    assert b["stages"]["prefill"]["mean"] == pytest.approx(0.75)
+    assert b["stages"]["transfer"]["mean"] is None and b["share"]["prefill_wait"] is None
+    json.dumps(b, allow_nan=False)  # no NaN reaches the JSON
+
+
+def test_breakdown_means_shares_and_paths() -> None:
+    recs = [_rec("de"), _rec("pe", read_s=0.2), _rec("de", wait_pe_s=0.5)]
+    b = ttft_breakdown(recs)
+    assert b["n"] == 3 and b["split_measured"]
+    means = sum(b["stages"][k]["mean"] for k in STAGES)
+    assert means == pytest.approx(b["ttft_s"]["mean"])
+    assert sum(b["share"].values()) == pytest.approx(1.0)
+    assert {p: v["n"] for p, v in b["by_path"].items()} == {"de": 2, "pe": 1}
+    assert b["by_path"]["pe"]["mean"]["read"] == pytest.approx(0.2)
+    assert b["stages"]["queue"]["p99"] >= b["stages"]["queue"]["p50"]
+
+
+# --- the floor's closed forms against the roofline, step by step -------------------------
+@pytest.mark.parametrize("model", ["deepseek-v3.2", "qwen2.5-32b", "ds-27b"])
+def test_decode_floor_is_the_sum_of_single_request_steps(model: str) -> None:
+    m, g = load_model(model), load_gpu("h800")
+    pe, de = Roofline(m, g, 16), Roofline(m, g, 32)
+    for cnic in (50e9, 1e6):  # a slow CNIC makes the all-to-all the step for some steps
+        fm = FloorModel(pe, de, 64, cnic, 8)
+        a2a = de.a2a_rdma_bytes_per_layer(1, 8) * de.moe_layers / cnic
+        for prompt, gen in ((100, 1), (900, 40), (2000, 300), (60_000, 50)):
+            turn = ScriptTurn(prompt, gen, 0.0, 0.0, 1, 64)
+            direct = sum(
+                max(de.decode_step_time(1, prompt + k, de.attended(prompt + k)), a2a)
+                for k in range(gen - 1)
+            )
+            assert fm.decode_s(turn) == pytest.approx(direct, rel=1e-9, abs=1e-12)
+
+
+def test_prefill_floor_uses_the_sessions_own_hit() -> None:
+    m, g = load_model("deepseek-v3.2"), load_gpu("h800")
+    pe = Roofline(m, g, 16)
+    fm = FloorModel(pe, Roofline(m, g, 32), 64, 50e9, 8)
+    first = ScriptTurn(5000, 10, 0.0, 0.0, 1, 5000)
+    later = ScriptTurn(5000 + 10 + 300, 10, 0.0, 0.0, 1, 300)  # context 5010: 78 full blocks
+    assert fm.hit(first) == 0 and fm.hit(later) == 78 * 64
+    assert fm.prefill_s(later) >= pe.prefill_time([(78 * 64, later.prompt - 78 * 64)])
+    assert fm.prefill_s(first) > fm.prefill_s(later)
+
+
+# --- end to end on the smoke preset ----------------------------------------------------------
+def _report(*sets: str) -> dict[str, Any]:
+    return simulate(resolve("smoke", {}, list(sets)))
+
+
+def test_offline_report_has_floor_and_breakdown(tmp_path: Path) -> None:
+    r = _report("workload.agents=4")
+    floor = r["jct_floor_s"]
+    assert 0 < floor <= r["jct_s"]
+    assert r["jct_floor_bound"] == (r["jct_s"] <= floor * (1 + FLOOR_TOLERANCE))
+    f = r["jct_floor"]
+    assert f["prefill_s"] + f["decode_s"] + f["think_s"] == pytest.approx(floor)
+    assert f["per_agent_s"]["max"] == pytest.approx(floor)
+    last = f["last_agent"]  # its chain is the JCT: TTFTs + decodes + the rest
+    assert last["run_s"] == pytest.approx(r["jct_s"])
+    assert last["ttft_s"] + last["decode_s"] + last["other_s"] == pytest.approx(last["run_s"])
+    assert last["floor_s"] <= last["run_s"] and last["decode_over_floor"] >= 1
+    b = r["ttft_breakdown"]
+    assert b["n"] == r["requests"]["completed"] and b["split_measured"]
+    assert sum(b["stages"][k]["mean"] for k in STAGES) == pytest.approx(
+        r["latency"]["ttft_s"]["mean"], rel=1e-9
+    )
+    assert all(b["stages"][k]["mean"] >= -1e-12 for k in STAGES)
+    json.dumps(r, allow_nan=False)
+    md = markdown_report(r, "run.png")
+    assert "## TTFT breakdown per turn" in md and "JCT floor" in md and "run-ttft.png" in md
+    write_png(r, tmp_path / "run.png")
+    assert (tmp_path / breakdown_png_name("run.png")).stat().st_size > 0
+
+
+def test_a_lone_agent_runs_close_to_its_floor() -> None:
+    """One agent on an idle cluster: what the floor leaves out (reads, transfers,
+    scheduling) is small next to compute, so the JCT is within a few tens of % of it."""
+    r = _report("workload.agents=1")
+    assert r["jct_floor_s"] <= r["jct_s"] <= 1.3 * r["jct_floor_s"]
+    assert r["jct_floor"]["agent"] == "agent-0"
+
+
+def test_online_reports_have_the_breakdown_but_no_floor() -> None:
+    r = _report("workload.mode=online", "online.aps=0.5", "online.max_duration_s=30")
+    assert "jct_floor_s" not in r and r["ttft_breakdown"]["n"] > 0
+    assert not math.isnan(r["ttft_breakdown"]["ttft_s"]["mean"])
