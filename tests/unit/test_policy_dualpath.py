@@ -623,16 +623,18 @@ def test_registry_has_exactly_the_documented_policy_names() -> None:
     assert sorted(names) == sorted(
         [
             "basic",
+            "basic-bare",
             "layerwise",
             "dualpath-simple",
             "dualpath",
+            "dualpath-split",
             "oracle",
             "round_robin",
             "random",
             "de-only",
         ]
     )
-    assert len(names) == len(set(names)) == 8
+    assert len(names) == len(set(names)) == 10
 
 
 def test_registry_feature_flags_follow_the_ablation_ladder() -> None:

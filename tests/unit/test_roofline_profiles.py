@@ -13,7 +13,7 @@ from dualpath.roofline import ProfileError, gpu_names, load_gpu, load_model, mod
 
 def test_shipped_names() -> None:
     assert model_names() == ["deepseek-v3", "deepseek-v3.2", "ds-27b", "qwen2.5-32b"]
-    assert gpu_names() == ["b200", "h100", "h200", "h800"]
+    assert gpu_names() == ["b200", "h100", "h200", "h800", "h800-mha"]
 
 
 @pytest.mark.parametrize("name", model_names())
@@ -50,7 +50,8 @@ def test_unknown_model_lists_accepted_values() -> None:
 
 
 def test_unknown_gpu_lists_accepted_values() -> None:
-    with pytest.raises(ProfileError, match=r"unknown gpu 'a100'; accepted: b200, h100, h200, h800"):
+    accepted = "b200, h100, h200, h800, h800-mha"
+    with pytest.raises(ProfileError, match=rf"unknown gpu 'a100'; accepted: {accepted}"):
         load_gpu("a100")
 
 

@@ -212,18 +212,17 @@ class Workload(_Section):
     def _known_source(cls, v: str) -> str:
         if v == "synthetic":  # the default: settings load without importing the loaders
             return v
-        from dualpath.workload.sources import WORKLOAD_SOURCES, known_sources
+        from dualpath.workload.sources import find_source
 
-        if v not in WORKLOAD_SOURCES:
-            raise ValueError(f"unknown workload source {v!r}; known: {known_sources()}")
+        find_source(v)  # unknown, or a skipped plug-in's name: says which and why
         return v
 
     @model_validator(mode="after")
     def _trace_given(self) -> Workload:
         if self.source != "synthetic" and self.trace is None:
-            from dualpath.workload.sources import WORKLOAD_SOURCES
+            from dualpath.workload.sources import find_source
 
-            if WORKLOAD_SOURCES[self.source].needs_trace:
+            if find_source(self.source).needs_trace:
                 raise ValueError(f"source={self.source} needs `trace`: the trace's file or folder")
         return self
 
@@ -279,6 +278,25 @@ class Faults(_Section):
         return v
 
 
+class Fidelity(_Section):
+    """Modelling choices the paper leaves open or that a primary source decides (issue 12's
+    audit, docs/fidelity.md). Defaults follow the sources; flip one to see its effect alone."""
+
+    kv_indexer_cached: bool = Field(
+        True,
+        description="DSA models: the lightning indexer's FP8 keys + scale (132 B/token/layer) "
+        "are cached, stored and moved with the KV (DeepSeek-V3.2 inference code, FlashMLA cache "
+        "layout); Table 1 keeps the paper's definition without them",
+    )
+    storage_read_efficiency: float = Field(
+        0.86,
+        gt=0,
+        le=1,
+        description="fraction of the SNIC line rate a storage read achieves: 3FS's KVCache "
+        "peak is ~40 GiB/s per client with one 400 Gbps NIC (0.86); 1 = line rate",
+    )
+
+
 class Limits(_Section):
     """Guard rails against scenarios that would run for hours or exhaust memory before they
     report anything (usually a typo: an extra zero). Unlike the other bounds these are not
@@ -324,6 +342,7 @@ class Scenario(BaseSettings):
     workload: Workload = Workload()
     online: Online = Online()
     faults: Faults = Faults()
+    fidelity: Fidelity = Fidelity()
     limits: Limits = Limits()
 
     @model_validator(mode="after")

@@ -72,12 +72,20 @@ class Hardware:
 
 
 def add_node(
-    hw: Hardware, state: NodeState, snic_bps: float, dram_bps: float, buffer_bytes: float
+    hw: Hardware,
+    state: NodeState,
+    snic_bps: float,
+    dram_bps: float,
+    buffer_bytes: float,
+    *,
+    read_efficiency: float = 1.0,
 ) -> NodeHw:
+    """`read_efficiency`: the fraction of the SNIC line rate storage reads reach (3FS's
+    client-side overheads; persists are not derated, no source gives their figure)."""
     f = hw.fabric
     node = NodeHw(
         state=state,
-        snic_rx=f.add_link(f"{state.name}.snic.rx", snic_bps),
+        snic_rx=f.add_link(f"{state.name}.snic.rx", snic_bps * read_efficiency),
         snic_tx=f.add_link(f"{state.name}.snic.tx", snic_bps),
         dram=f.add_link(f"{state.name}.dram", dram_bps),
         buffer=CapacityPool(f"{state.name}.buffer", buffer_bytes),

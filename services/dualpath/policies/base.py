@@ -54,6 +54,7 @@ class SchedulingPolicy(ABC):
     layerwise: ClassVar[bool] = True  # layerwise prefill (False: whole prompt KV in HBM)
     dual_path: ClassVar[bool] = True  # may read on the DE side
     oracle: ClassVar[bool] = False  # all KV I/O takes zero time
+    beta_guard: ClassVar[bool] = True  # never assigns to a PE holding more than β tokens
 
     def __init__(self, limits: Limits, seed: int) -> None:
         self.limits = limits

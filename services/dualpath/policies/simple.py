@@ -7,12 +7,20 @@ load when choosing the read path too. The paper's own scheduler is `policies/dua
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 from collections import deque
 from collections.abc import Sequence
 
 from dualpath.engines.request import EngineState, NodeState, ReadPath, Request
-from dualpath.policies.base import Limits, SchedulingPolicy
+from dualpath.policies.base import (
+    AttentionTime,
+    BatchItem,
+    Limits,
+    SchedulingPolicy,
+    quota_batch,
+)
 
 
 class DualPathSimple(SchedulingPolicy):
@@ -94,6 +102,39 @@ class Basic(Layerwise):
     layerwise = False
 
 
+class BasicBare(Basic):
+    """Basic without the machinery DualPath added to the in-house framework (issue 12 item 4,
+    docs/fidelity.md): no β guard (engines in turn, whatever they hold) and no compute quota
+    (a forward packs FIFO until its whole prompt KV no longer fits in HBM). The PE-side DRAM
+    read buffer stays: reading straight into HBM is not modelled."""
+
+    name = "basic-bare"
+    description = "Basic without DualPath's β guard and compute quota (HBM-bound batches)"
+    beta_guard = False
+
+    def assign_prefill(
+        self, queue: deque[Request], engines: Sequence[EngineState]
+    ) -> list[tuple[Request, EngineState]]:
+        out: list[tuple[Request, EngineState]] = []
+        key = engines[0].group if engines else 0
+        while queue and engines:
+            i = self._next_pe.get(key, 0) % len(engines)
+            req = queue.popleft()
+            self.take_prefill(req, engines[i])
+            self._next_pe[key] = i + 1
+            out.append((req, engines[i]))
+        return out
+
+    def form_batch(
+        self,
+        ready: deque[Request],
+        attention_time: AttentionTime,
+        hbm_free: float | None,
+    ) -> list[BatchItem]:
+        unbounded = dataclasses.replace(self.limits, compute_quota_s=math.inf)
+        return quota_batch(ready, attention_time, unbounded, hbm_free)
+
+
 class DeOnly(DualPathSimple):
     name = "de-only"
     description = "layerwise; round robin; always read on the DE side (exercises that path)"
@@ -138,6 +179,7 @@ class RandomAssign(DualPathSimple):
 
 POLICIES: tuple[type[SchedulingPolicy], ...] = (
     Basic,
+    BasicBare,
     Layerwise,
     DualPathSimple,
     RoundRobin,

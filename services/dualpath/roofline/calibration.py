@@ -142,15 +142,10 @@ def fit_scale_overhead(samples: Sequence[tuple[float, int, float]]) -> tuple[flo
     return 1.0 / x, o, (sum(sq) / len(sq)) ** 0.5
 
 
-def fit_end_to_end(
-    model: ModelProfile, gpu: GpuProfile, figures: ProductionFigures | None = None
-) -> EndToEndResult:
-    """Solve K_p/s + L·o = T_p and K_d/s + L·o = T_d for s and o.
-
-    K_p, K_d: kernel-η roofline times (no overhead) of a production prefill forward and
-    decode step; T_p, T_d: the times production throughput implies.
-    """
-    f = figures or ProductionFigures()
+def _production_shapes(
+    model: ModelProfile, gpu: GpuProfile, f: ProductionFigures
+) -> tuple[int, int, int, tuple[float, float], tuple[float, float]]:
+    """(cached, new, decode batch, (K_p, T_p), (K_d, T_d)) of the production figures."""
     kv = model.kv.model_copy(update={"bytes_per_token_layer": f.kv_bytes_per_token_layer})
     prod = model.model_copy(update={"kv": kv})
     g = kernel_only(gpu)
@@ -161,9 +156,21 @@ def fit_end_to_end(
     t_p = k * new / computed_per_gpu
     k_p = Roofline(prod, g, f.prefill_ep, mode="kernel").prefill_time([(cached, new)] * k)
     b = round(f.decode_output_tok_s_per_node / f.gpus_per_node / f.user_tok_s)
-    t_d = 1.0 / f.user_tok_s
     ctx = b * f.mean_kv_len
     k_d = Roofline(prod, g, f.decode_ep, mode="kernel").decode_step_time(b, ctx, ctx)
+    return cached, new, b, (k_p, t_p), (k_d, 1.0 / f.user_tok_s)
+
+
+def fit_end_to_end(
+    model: ModelProfile, gpu: GpuProfile, figures: ProductionFigures | None = None
+) -> EndToEndResult:
+    """Solve K_p/s + L·o = T_p and K_d/s + L·o = T_d for s and o.
+
+    K_p, K_d: kernel-η roofline times (no overhead) of a production prefill forward and
+    decode step; T_p, T_d: the times production throughput implies.
+    """
+    f = figures or ProductionFigures()
+    cached, new, b, (k_p, t_p), (k_d, t_d) = _production_shapes(model, gpu, f)
     try:
         scale, o, _ = fit_scale_overhead([(k_p, model.layers, t_p), (k_d, model.layers, t_d)])
     except ValueError as exc:
@@ -171,6 +178,23 @@ def fit_end_to_end(
     if not (scale <= 1.0 and o >= 0.0):
         raise ValueError(f"no physical fit (s = {scale:.3f}, o = {o:.2e} s): check the inputs")
     return EndToEndResult(scale, o, cached, new, b, k_p, t_p, k_d, t_d)
+
+
+def fit_per_phase(
+    model: ModelProfile, gpu: GpuProfile, figures: ProductionFigures | None = None
+) -> tuple[float, float]:
+    """(prefill_scale, decode_scale) with no per-layer overhead: s_p = K_p/T_p, s_d = K_d/T_d.
+
+    The fallback when the joint fit puts the overhead below zero (no engine has a negative
+    fixed cost): the same two production figures, one scale per phase. Counting prefill MLA
+    in MHA form (`AttentionSpec.prefill_form`) is such a case (docs/fidelity.md)."""
+    f = figures or ProductionFigures()
+    try:
+        r = fit_end_to_end(model, gpu, f)
+    except ValueError:
+        _, _, _, (k_p, t_p), (k_d, t_d) = _production_shapes(model, gpu, f)
+        return k_p / t_p, k_d / t_d
+    return r.scale, r.scale
 
 
 # --- a user's own measurements (`dualpath calibrate`, docs/roofline.md) -------------------

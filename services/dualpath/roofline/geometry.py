@@ -33,6 +33,11 @@ class Geometry:
     topk: int  # DSA keys per query (0 = dense attention)
     kv_layer: int  # KV bytes per token per layer
     index_layer: int  # indexer-key bytes per token per layer (not KV)
+    # Dense-MLA prefill in MHA form (AttentionSpec.prefill_form): FLOPs per pair of the
+    # decompressed attention, and the K/V up-projection parameters every attended token
+    # (cached or new) goes through once per forward. Absorbed form: attn_pair_flops and 0.
+    prefill_pair_flops: int = 0
+    decompress_params: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -89,10 +94,21 @@ def _pair_flops(att: AttentionSpec) -> tuple[int, int]:
     return a, a_idx
 
 
+def _prefill_form(att: AttentionSpec, a: int) -> tuple[int, int]:
+    """(per-pair FLOPs, decompression params) of prefill attention; see Geometry."""
+    if att.kind != "mla" or att.prefill_form == "absorbed":
+        return a, 0
+    d_qk = att.qk_nope_dim + att.qk_rope_dim
+    return 2 * att.n_heads * (d_qk + att.v_head_dim), att.kv_lora_rank * att.n_heads * (
+        att.qk_nope_dim + att.v_head_dim
+    )
+
+
 def geometry(model: ModelProfile) -> Geometry:
     ffn = model.ffn
     h = model.hidden
     a, a_idx = _pair_flops(model.attention)
+    a_prefill, decompress = _prefill_form(model.attention, a)
     router = h * ffn.n_routed
     expert = 3 * h * ffn.moe_intermediate  # gate, up, down
     return Geometry(
@@ -112,6 +128,8 @@ def geometry(model: ModelProfile) -> Geometry:
         topk=model.attention.index_topk if model.attention.kind == "dsa" else 0,
         kv_layer=model.kv.bytes_per_token_layer,
         index_layer=model.kv.indexer_bytes_per_token_layer,
+        prefill_pair_flops=a_prefill,
+        decompress_params=decompress,
     )
 
 

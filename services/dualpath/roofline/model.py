@@ -30,8 +30,16 @@ class Roofline:
     """Time of prefill forwards and decode steps on ONE GPU of an EP group of `ep_gpus`."""
 
     def __init__(
-        self, model: ModelProfile, gpu: GpuProfile, ep_gpus: int, *, mode: Mode = "end_to_end"
+        self,
+        model: ModelProfile,
+        gpu: GpuProfile,
+        ep_gpus: int,
+        *,
+        mode: Mode = "end_to_end",
+        kv_indexer: bool = False,
     ) -> None:
+        """`kv_indexer`: the DSA indexer keys are part of the cached KV (stored, moved and
+        held in HBM with it; settings `fidelity.kv_indexer_cached`)."""
         if ep_gpus < 1:
             raise ValueError(f"ep_gpus must be >= 1, got {ep_gpus}")
         self.model, self.gpu, self.ep_gpus, self.mode = model, gpu, ep_gpus, mode
@@ -39,8 +47,9 @@ class Roofline:
         k = gpu.kernel
         self.layers: int = g.layers
         self.moe_layers: int = g.moe_layers
-        self.kv_bytes_per_token_layer: int = g.kv_layer
-        self.kv_bytes_per_token: int = g.kv_layer * g.layers
+        kv_layer = g.kv_layer + (g.index_layer if kv_indexer else 0)
+        self.kv_bytes_per_token_layer: int = kv_layer
+        self.kv_bytes_per_token: int = kv_layer * g.layers
         e2e = mode == "end_to_end"
         sp = gpu.end_to_end.prefill_scale if e2e else 1.0
         sd = gpu.end_to_end.decode_scale if e2e else 1.0
@@ -56,7 +65,9 @@ class Roofline:
         self._d_gemm = 2.0 / (k.gemm_max * sd * gemm_peak)
         self._p_mem = 1.0 / (k.mem * sp * bw)  # × bytes
         self._d_mem = 1.0 / (k.mem * sd * bw)
-        self._p_att = g.attn_pair_flops / (k.attn_prefill * sp * bf16)  # × pairs
+        self._p_att = (g.prefill_pair_flops or g.attn_pair_flops) / (k.attn_prefill * sp * bf16)
+        # MHA-form prefill: K/V up-projection of every attended token, a large-M BF16 GEMM.
+        self._p_decomp = 2.0 * g.decompress_params / (k.gemm_max * sp * bf16)
         self._p_idx = g.index_pair_flops / (k.attn_prefill * sp * fp8)
         att_dec = k.attn_decode_sparse if g.topk else k.attn_decode
         self._d_att = g.attn_pair_flops / (att_dec * sd * bf16)
@@ -113,6 +124,8 @@ class Roofline:
                 tokens += cached + 2 * new
         # Bytes: every key read once plus the layer's new KV written (tokens = c + 2n).
         t = max(main * self._p_att, tokens * self._kv_mem)
+        if self._p_decomp:  # MHA form: (c + n) tokens decompressed = tokens - n
+            t += (tokens - sum(new for _, new in batch)) * self._p_decomp
         if idx:
             t += max(idx * self._p_idx, tokens * self._idx_mem)
         return t
@@ -256,4 +269,5 @@ class Roofline:
     def cache_compute_ratio(self, context: int, append: int) -> float:
         """GB of cached KV per PFLOP of compute (DualPath Table 1, constants.md §6.4)."""
         flops = append * self.flops_per_appended_token(context, append)
-        return context * self.kv_bytes_per_token / flops * BYTES_PER_GB_PER_PFLOP
+        table1_kv = self._g.kv_layer * self._g.layers  # the paper's KV, without indexer keys
+        return context * table1_kv / flops * BYTES_PER_GB_PER_PFLOP

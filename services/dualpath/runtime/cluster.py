@@ -94,6 +94,7 @@ def _build_side(
                 h.snic_gbps * GBPS_TO_BYTES,
                 h.dram_gbs * GBS_TO_BYTES,
                 h.dram_buffer_gb * 1e9,
+                read_efficiency=sc.fidelity.storage_read_efficiency,
             )
             for gpu in range(g):
                 e = EngineState(f"{role}{n}.gpu{gpu}", n * g + gpu, node, gi, gpu, free_hbm=kv_hbm)
@@ -150,8 +151,9 @@ def build_cluster(sc: Scenario, clock: Clock, mean_context: int, mean_append: in
     t = sc.topology
     pe_group_gpus = (t.prefill_group_nodes or t.prefill_nodes) * t.gpus_per_node
     de_group_gpus = (t.decode_group_nodes or t.decode_nodes) * t.gpus_per_node
-    pe_rl = Roofline(model, gpu, pe_group_gpus)
-    de_rl = Roofline(model, gpu, de_group_gpus)
+    kv_indexer = sc.fidelity.kv_indexer_cached
+    pe_rl = Roofline(model, gpu, pe_group_gpus, kv_indexer=kv_indexer)
+    de_rl = Roofline(model, gpu, de_group_gpus, kv_indexer=kv_indexer)
     hbm_gb = sc.hardware.hbm_gb or gpu.hbm_gb
     total_snic = (t.prefill_nodes + t.decode_nodes) * sc.hardware.snic_gbps * GBPS_TO_BYTES
     storage_bps = (sc.hardware.storage_gbs or 1.5 * total_snic / GBS_TO_BYTES) * GBS_TO_BYTES

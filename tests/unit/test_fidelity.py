@@ -1,0 +1,162 @@
+"""The audited modelling choices (docs/fidelity.md): each is a setting or a profile, each
+changes exactly what its source says and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from dualpath.config.settings import build_scenario
+from dualpath.core.clock import VirtualClock, run_virtual
+from dualpath.engines.request import EngineState, NodeState, Request
+from dualpath.policies.base import Limits
+from dualpath.policies.registry import default_registry
+from dualpath.roofline import Roofline
+from dualpath.roofline.calibration import fit_end_to_end, fit_per_phase
+from dualpath.roofline.geometry import geometry
+from dualpath.roofline.profiles import ModelProfile, load_gpu, load_model
+from dualpath.runtime.cluster import build_cluster
+
+H800 = load_gpu("h800")
+
+
+def _mha(model: ModelProfile) -> ModelProfile:
+    att = model.attention.model_copy(update={"prefill_form": "mha"})
+    return model.model_copy(update={"attention": att})
+
+
+# --- item 2: DSA indexer keys are part of the cached KV -------------------------------------
+def test_v32_kv_bytes_with_and_without_the_indexer_keys() -> None:
+    v32 = load_model("deepseek-v3.2")
+    assert Roofline(v32, H800, 16).kv_bytes_per_token == 40_016  # 656 B x 61 layers
+    assert Roofline(v32, H800, 16, kv_indexer=True).kv_bytes_per_token == 48_068  # + 132 B
+
+
+def test_table1_keeps_the_papers_kv_definition() -> None:
+    v32 = load_model("deepseek-v3.2")
+    plain, real = Roofline(v32, H800, 16), Roofline(v32, H800, 16, kv_indexer=True)
+    assert real.cache_compute_ratio(32_768, 429) == plain.cache_compute_ratio(32_768, 429)
+
+
+def test_models_without_an_indexer_are_unchanged() -> None:
+    v3 = load_model("deepseek-v3")
+    assert Roofline(v3, H800, 8, kv_indexer=True).kv_bytes_per_token == (
+        Roofline(v3, H800, 8).kv_bytes_per_token
+    )
+
+
+def _cluster(**fidelity: object) -> tuple[int, float, float]:
+    """(KV bytes per token, prefill0 SNIC read rate, its write rate) of a built cluster."""
+    sc = build_scenario(
+        {},
+        {
+            "model": "deepseek-v3.2",
+            "topology": {"prefill_nodes": 2, "decode_nodes": 2},
+            "hardware": {"snic_gbps": 400},
+            "fidelity": fidelity,
+        },
+    )
+
+    async def main(clock: VirtualClock) -> tuple[int, float, float]:
+        c = build_cluster(sc, clock, 30_000, 400)
+        c.scheduler.stop()
+        node = c.hw.nodes["prefill0"]
+        return c.scheduler.ctx.kv_token, node.snic_rx.rate, node.snic_tx.rate
+
+    result: tuple[int, float, float] = run_virtual(main)
+    return result
+
+
+def test_the_cluster_moves_the_real_bytes_by_default() -> None:
+    assert _cluster()[0] == 48_068
+    assert _cluster(kv_indexer_cached=False)[0] == 40_016
+
+
+# --- item 3: storage reads at 3FS's measured fraction of the SNIC line rate ---------------
+def test_storage_reads_run_at_the_read_efficiency_persists_at_line_rate() -> None:
+    _, read, write = _cluster()
+    assert read == pytest.approx(0.86 * 50e9)
+    assert write == pytest.approx(50e9)
+    assert _cluster(storage_read_efficiency=1.0)[1] == pytest.approx(50e9)
+
+
+def test_read_efficiency_bounds_name_the_field() -> None:
+    with pytest.raises(ValueError, match="storage_read_efficiency"):
+        build_scenario({}, {"fidelity": {"storage_read_efficiency": 1.5}})
+
+
+# --- item 5: prefill MLA counted in MHA form ------------------------------------------------
+def test_mha_form_pair_flops_and_decompression() -> None:
+    g = geometry(_mha(load_model("deepseek-v3")))
+    assert g.prefill_pair_flops == 2 * 128 * (128 + 64 + 128)
+    assert g.decompress_params == 512 * 128 * (128 + 128)
+    absorbed = geometry(load_model("deepseek-v3"))
+    assert (absorbed.prefill_pair_flops, absorbed.decompress_params) == (
+        absorbed.attn_pair_flops,
+        0,
+    )
+
+
+def test_dsa_kernels_stay_mqa_form_under_the_mha_setting() -> None:
+    v32 = load_model("deepseek-v3.2")
+    assert geometry(_mha(v32)).decompress_params == 0
+
+
+def test_mha_counting_has_no_physical_joint_fit_so_each_phase_gets_a_scale() -> None:
+    with pytest.raises(ValueError, match="no physical fit"):
+        fit_end_to_end(_mha(load_model("deepseek-v3")), H800)
+    s_p, s_d = fit_per_phase(_mha(load_model("deepseek-v3")), H800)
+    e2e = load_gpu("h800-mha").end_to_end  # the shipped profile is this fit, not a guess
+    assert e2e.prefill_scale == pytest.approx(s_p, abs=5e-4)
+    assert e2e.decode_scale == pytest.approx(s_d, abs=5e-4)
+    assert e2e.layer_overhead_s == 0.0
+
+
+def test_absorbed_counting_per_phase_fit_is_the_joint_fit() -> None:
+    s_p, s_d = fit_per_phase(load_model("deepseek-v3"), H800)
+    assert s_p == s_d == pytest.approx(load_gpu("h800").end_to_end.prefill_scale, abs=5e-4)
+
+
+# --- item 4: Basic without DualPath's machinery ---------------------------------------------
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    lp = asyncio.new_event_loop()
+    yield lp
+    lp.close()
+
+
+LIMITS = Limits(alpha=1000, beta=1000, compute_quota_s=0.3, kv_bytes_per_token=10)
+
+
+def _req(loop: asyncio.AbstractEventLoop, rid: int, prompt: int) -> Request:
+    return Request(
+        rid=rid, session=rid, turn=0, prompt=prompt, gen=0, arrival=0.0, done=loop.create_future()
+    )
+
+
+def test_basic_bare_ignores_the_beta_guard(loop: asyncio.AbstractEventLoop) -> None:
+    busy = EngineState("pe0", 0, NodeState("p0", "prefill", 0), 0, 0, tok=10 * LIMITS.beta)
+    for name, placed in (("basic", 0), ("basic-bare", 1)):
+        policy = default_registry().create(name, LIMITS, 0)
+        out = policy.assign_prefill(deque([_req(loop, 0, 100)]), [busy])
+        assert len(out) == placed, name
+
+
+def test_basic_bare_batches_past_the_compute_quota(loop: asyncio.AbstractEventLoop) -> None:
+    def slow(batch: Sequence[tuple[int, int]]) -> float:
+        return 10.0 * len(batch)  # every request alone busts the 300 ms quota
+
+    for name, size in (("basic", 1), ("basic-bare", 3)):
+        policy = default_registry().create(name, LIMITS, 0)
+        ready = deque(_req(loop, i, 100) for i in range(3))
+        assert len(policy.form_batch(ready, slow, 1e9)) == size, name
+
+
+def test_basic_bare_is_still_bound_by_hbm(loop: asyncio.AbstractEventLoop) -> None:
+    policy = default_registry().create("basic-bare", LIMITS, 0)
+    ready = deque(_req(loop, i, 100) for i in range(3))
+    batch = policy.form_batch(ready, lambda b: 0.0, 2 * 100 * LIMITS.kv_bytes_per_token)
+    assert [i.request.rid for i in batch] == [0, 1]
