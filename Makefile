@@ -24,7 +24,7 @@ EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
 .PHONY: help install run load sim test bench lint proto clean distclean experiments-quick compose-test \
-	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity
+	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity exp-scale
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -81,6 +81,7 @@ experiments-quick: $(STAMP) ## every experiment, tiny scenarios (a minute; NOT c
 	$(DUALPATH) experiment balance --quick --jobs $(JOBS) --out $(EXP_OUT)
 	$(DUALPATH) experiment pd-range --quick --jobs $(JOBS) --out $(EXP_OUT)
 	$(DUALPATH) experiment online-capacity --quick --jobs $(JOBS) --out $(EXP_OUT)
+	$(DUALPATH) experiment scale --quick --jobs $(JOBS) --out $(EXP_OUT)
 
 exp-offline-agents: $(STAMP) ## Fig. 7 offline JCT vs agents, full grid (hours; resumable)
 	$(DUALPATH) experiment offline-agents --jobs $(JOBS) --out $(EXP_OUT)
@@ -102,6 +103,9 @@ exp-pd-range: $(STAMP) ## §4.2 bottleneck-free P/D range sweep, DS 27B (hours)
 
 exp-online-capacity: $(STAMP) ## Fig. 10 / Table 3: online APS sweep + capacity bisection (hours)
 	$(DUALPATH) experiment online-capacity --jobs $(JOBS) --out $(EXP_OUT)
+
+exp-scale: $(STAMP) ## Table 3 / §7.6: 2P4D/2K agents to 48P96D/48K, 44P88D online (hours: 48P96D alone ~1-2 h)
+	$(DUALPATH) experiment scale --jobs $(JOBS) --out $(EXP_OUT)
 
 clean: ## remove outputs and caches (keeps .venv)
 	rm -rf $(OUT) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

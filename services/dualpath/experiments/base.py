@@ -87,8 +87,8 @@ class Summary:
 
 
 class Experiment(ABC):
-    """Subclass, set `name` and `title`, implement `plan` and `summarize`, and add one line
-    to `dualpath.experiments.registry.experiments`."""
+    """Subclass, set `name` and `title`, implement `plan` and `summarize`, and add it to
+    `dualpath.experiments.registry._builtins` (or an entry point `dualpath.experiments`)."""
 
     name: ClassVar[str]  # the CLI name, e.g. "offline-agents"
     title: ClassVar[str]  # e.g. "Fig. 7 — offline JCT vs agents"
