@@ -1,24 +1,23 @@
 """Model and GPU profiles: frozen pydantic schemas over the YAML data files.
 
 The numbers live in `dualpath/profiles/{models,gpus}/*.yaml` (package data), never in code,
-so a user can add a model or a GPU by dropping a file next to them or passing a path. Every
-file carries a `source:` string that cites `reference/constants.md` tags and states any fit.
+so a user can add a model or a GPU by passing a path, or by name from an installed package
+(entry-point group `dualpath.profiles`, docs/plugins.md). Every file carries a `source:`
+string that cites `reference/constants.md` tags and states any fit.
 """
 
 from __future__ import annotations
 
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from dualpath.roofline.profile_files import shelf
+
 AttentionKind = Literal["gqa", "mla", "dsa"]
 GemmDtype = Literal["bf16", "fp8"]
-
-_PROFILE_ROOT = ("profiles",)
 
 
 class ProfileError(ValueError):
@@ -47,6 +46,9 @@ class AttentionSpec(_Frozen):
     index_heads: int = Field(default=0, ge=0)
     index_head_dim: int = Field(default=0, ge=0)
     index_topk: int = Field(default=0, ge=0)
+    # How dense-MLA prefill is counted: "absorbed" (MQA form, as decode and every DSA kernel)
+    # or "mha" (K/V decompressed, DeepSeek-V3's published inference code for prefill).
+    prefill_form: Literal["absorbed", "mha"] = "absorbed"
 
     @model_validator(mode="after")
     def _check_kind_fields(self) -> AttentionSpec:
@@ -188,24 +190,15 @@ class GpuProfile(_Frozen):
 _P = TypeVar("_P", bound=BaseModel)
 
 
-def _dir(kind: str) -> Traversable:
-    return resources.files("dualpath").joinpath(*_PROFILE_ROOT, kind)
-
-
-def _names(kind: str) -> list[str]:
-    return sorted(
-        p.name.removesuffix(".yaml") for p in _dir(kind).iterdir() if p.name.endswith(".yaml")
-    )
-
-
 def model_names() -> list[str]:
-    """Names of the model profiles shipped with the package."""
-    return _names("models")
+    """Names of the model profiles: shipped with the package, then from installed plug-ins
+    (entry-point group `dualpath.profiles`, docs/plugins.md)."""
+    return list(shelf("models").files)
 
 
 def gpu_names() -> list[str]:
-    """Names of the GPU profiles shipped with the package."""
-    return _names("gpus")
+    """Names of the GPU profiles: shipped, then from installed plug-ins."""
+    return list(shelf("gpus").files)
 
 
 def _is_path(name_or_path: str) -> bool:
@@ -213,19 +206,22 @@ def _is_path(name_or_path: str) -> bool:
 
 
 def _read(kind: str, what: str, name_or_path: str) -> tuple[str, str]:
-    """Return (file label, YAML text) for a shipped name or a filesystem path."""
+    """Return (file label, YAML text) for a profile name or a filesystem path."""
     if _is_path(name_or_path):
         path = Path(name_or_path)
         if not path.is_file():
             raise ProfileError(f"{what} profile file not found: {name_or_path}")
         return str(path), path.read_text(encoding="utf-8")
-    entry = _dir(kind).joinpath(f"{name_or_path}.yaml")
-    if not entry.is_file():
-        accepted = ", ".join(_names(kind))
+    found = shelf(kind)
+    if name_or_path in found.refused:
+        raise ProfileError(f"{what} {name_or_path!r}: {found.refused[name_or_path]}")
+    if name_or_path not in found.files:
+        accepted = ", ".join(found.files)
         raise ProfileError(
             f"unknown {what} {name_or_path!r}; accepted: {accepted} (or a path to a .yaml file)"
         )
-    return f"profiles/{kind}/{name_or_path}.yaml", entry.read_text(encoding="utf-8")
+    label, entry = found.files[name_or_path]
+    return label, entry.read_text(encoding="utf-8")
 
 
 def _parse(cls: type[_P], label: str, text: str) -> _P:
