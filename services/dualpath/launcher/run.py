@@ -18,6 +18,7 @@ from dualpath.launcher.collect import gather_stats, process_report, read_history
 from dualpath.launcher.local import LocalCluster, UpOptions, local_cluster
 from dualpath.launcher.workload import drive_agents
 from dualpath.report.build import workload_section
+from dualpath.report.schema import check_report
 from dualpath.runtime.sim import make_workload
 
 Progress = Callable[[int, int], None]
@@ -121,4 +122,5 @@ def finish_run(
     report["history"] = history
     if cl.faults is not None:  # what the launcher did, at the emulated times it did it
         report["faults"]["events"] = cl.faults.log + report["faults"]["events"]
+    check_report(report)  # against docs/report.schema.json when $DUALPATH_VALIDATE_REPORTS
     return report

@@ -17,6 +17,7 @@ from dualpath.config.settings import Scenario
 from dualpath.core.clock import VirtualClock, VirtualTimeLoop
 from dualpath.engines.request import Request
 from dualpath.report.build import build_report, workload_section
+from dualpath.report.schema import check_report
 from dualpath.runtime.cluster import Cluster, build_cluster
 from dualpath.workload import Trajectory, parse_max_len, synthetic_trajectories
 from dualpath.workload.script import AgentScript, Workload
@@ -235,4 +236,5 @@ def simulate(sc: Scenario, progress: Progress | None = None) -> dict[str, Any]:
     report["workload"] = workload_section(outcome.workload)
     if outcome.online is not None:
         report["online"] = outcome.online
+    check_report(report)  # against docs/report.schema.json when $DUALPATH_VALIDATE_REPORTS
     return report
