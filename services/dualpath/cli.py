@@ -13,10 +13,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
+from dualpath.cli_progress import with_progress
 from dualpath.config.presets import ConfigError, resolve
 from dualpath.config.settings import Scenario
 
@@ -133,30 +133,6 @@ def validate(sc: Scenario) -> None:
         raise ValueError(f"workload.trace {w.trace}: no such file or folder")
 
 
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    )
-
-
-def _progress_hook(progress: Progress | None) -> Any:
-    if progress is None:
-        return None
-    task = progress.add_task("emulating", total=None)
-
-    def hook(done: int, total: int) -> None:
-        if done % 64 == 0 or done == total:
-            progress.update(task, completed=done, total=total)
-
-    return hook
-
-
 @app.command()
 def sim(
     preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
@@ -228,15 +204,9 @@ def sim(
         return
     if out is not None:
         check_out_path("--out", out)
-    console = Console(stderr=True)
-    show = not quiet and console.is_terminal
-    progress = _progress(console) if show else None
+    unit = "emulated s" if sc.workload.mode == "online" else "turns"
     try:
-        if progress is not None:
-            with progress:
-                report = simulate(sc, _progress_hook(progress))
-        else:
-            report = simulate(sc)
+        report = with_progress(lambda hook: simulate(sc, hook), quiet, "sim", unit)
     except (TopologyError, CapacityError, TraceError) as exc:
         _fail(str(exc))
         return
@@ -254,7 +224,17 @@ def sim(
     if not quiet:
         Console().print(summary_table(report))
         if out is not None:
-            Console().print(f"report: {out}, {out.with_suffix('.md')}, {out.with_suffix('.png')}")
+            Console().print(f"report: {out}, {out.with_suffix('.md')}, {_pngs(report, out)}")
+
+
+def _pngs(report: dict[str, Any], out: Path) -> str:
+    """The PNG files written beside `out` (the TTFT chart only when turns were measured)."""
+    from dualpath.report.plots import breakdown_png_name
+
+    png = out.with_suffix(".png")
+    if not report.get("ttft_breakdown", {}).get("n"):
+        return str(png)
+    return f"{png}, {png.with_name(breakdown_png_name(png.name))}"
 
 
 @app.command()

@@ -22,6 +22,22 @@ TOKEN_FILE_HELP = (
     "non-loopback --host, and then required on every gRPC call and on /metrics"
 )
 INSECURE_HELP = "allow a non-loopback --host without a token (anyone who reaches it may call it)"
+LOG_FORMAT_HELP = "log lines: text or json (else $DUALPATH_LOG_FORMAT, else text)"
+LOG_LEVEL_HELP = "debug, info, warning or error (else $DUALPATH_LOG_LEVEL, else info)"
+LogFormat = Annotated[str | None, typer.Option(help=LOG_FORMAT_HELP)]
+LogLevel = Annotated[str | None, typer.Option(help=LOG_LEVEL_HELP)]
+
+
+def _log_settings(fmt: str | None, level: str | None) -> tuple[str, str]:
+    """The checked log format and level (flags, else the environment)."""
+    from dualpath.cli import _fail
+    from dualpath.logs import resolve
+
+    try:
+        return resolve(fmt, level)
+    except ValueError as exc:
+        _fail(str(exc))
+        raise  # (unreachable: _fail exits)
 
 
 def _check_flags(
@@ -144,18 +160,25 @@ def serve(
     ] = 0.0,
     token_file: Annotated[Path | None, typer.Option(help=TOKEN_FILE_HELP)] = None,
     insecure: Annotated[bool, typer.Option(help=INSECURE_HELP)] = False,
+    log_format: LogFormat = None,
+    log_level: LogLevel = None,
 ) -> None:
     """Run one service of the emulated cluster (one process per node)."""
+    import logging
+
     import uvloop
 
     from dualpath.cli import _fail
     from dualpath.control import RedisUnavailable, validate_run_id
+    from dualpath.logs import configure, event
     from dualpath.serving.fence import FENCED_EXIT, LeaseExpiredError
     from dualpath.serving.host import StartupError
     from dualpath.serving.host import serve as serve_service
     from dualpath.serving.options import ServeOptions, load_token
     from dualpath.serving.roles import factory
 
+    log = logging.getLogger("dualpath.serve")
+    fmt, level = _log_settings(log_format, log_level)
     try:  # first: a refused bind must not cost a scenario load, let alone a socket
         token = load_token(token_file)
     except ValueError as exc:
@@ -182,14 +205,28 @@ def serve(
     except ValueError as exc:
         _fail(str(exc))
         return
+    configure(opts.name, fmt, level)
     try:
         uvloop.run(serve_service(opts, sc, factory(role)))
     except (StartupError, RedisUnavailable, ValueError) as exc:
-        _fail(f"{opts.name}: {exc}", code=1)
+        # one log line (JSON in json mode), not a second message in another format
+        event(log, "service_failed", logging.ERROR, error=str(exc), exit_code=1)
+        raise typer.Exit(1) from None
     except LeaseExpiredError as exc:
-        _fail(f"{opts.name}: {exc}", code=FENCED_EXIT)
+        event(log, "fence_exit", logging.ERROR, error=str(exc), exit_code=FENCED_EXIT)
+        raise typer.Exit(FENCED_EXIT) from None
     except KeyboardInterrupt:
         pass
+
+
+def _logging_for(fmt: str | None, level: str | None) -> dict[str, str]:
+    """`up`/`run`: the launcher logs in the chosen format too, and hands it to every
+    service (UpOptions fields)."""
+    from dualpath.logs import configure
+
+    fmt, level = _log_settings(fmt, level)
+    configure("launcher", fmt, level)
+    return {"log_format": fmt, "log_level": level}
 
 
 def _up_options(run_dir: Path, http_port: int, speedup: float, real_payload: float,
@@ -242,6 +279,8 @@ def up(
     max_restarts: Annotated[
         int, typer.Option(help="restarts per service per minute before the cluster stops")
     ] = 5,
+    log_format: LogFormat = None,
+    log_level: LogLevel = None,
 ) -> None:
     """Start Redis, storage, scheduler and one process per node; serve until Ctrl-C."""
     import dataclasses
@@ -256,11 +295,12 @@ def up(
         _fail(f"--restart: expected one of {', '.join(modes)}, got {restart!r}")
     if not 0 <= max_restarts <= 1000:
         _fail(f"--max-restarts: expected 0 to 1000, got {max_restarts}")
+    logs = _logging_for(log_format, log_level)
     sc = _scenario(preset, set_, fault=fault)
     _check_local_cluster(sc)
     opts = _up_options(run_dir, http_port, speedup, real_payload, redis_url)
     policy = RestartPolicy(Restart(restart), max_restarts)
-    opts = dataclasses.replace(opts, restart=policy)
+    opts = dataclasses.replace(opts, restart=policy, **logs)
     try:
         serve_until_signal(sc, opts, lambda cl: Console().print(_endpoint_table(cl)))
     except (ClusterStartError, RedisUnavailable) as exc:
@@ -284,9 +324,14 @@ def run(
         str | None, typer.Option(help="use this Redis (default: start one)")
     ] = None,
     quiet: Annotated[bool, typer.Option(help="no progress bar or table")] = False,
+    log_format: LogFormat = None,
+    log_level: LogLevel = None,
 ) -> None:
     """Local cluster + the demo agent workload through the HTTP API + report, then stop."""
-    from dualpath.cli import _fail, _progress, _progress_hook, check_out_path
+    import dataclasses
+
+    from dualpath.cli import _fail, check_out_path
+    from dualpath.cli_progress import with_progress
     from dualpath.control import RedisUnavailable
     from dualpath.launcher.procs import ClusterStartError
     from dualpath.launcher.run import run_workload
@@ -294,20 +339,18 @@ def run(
     from dualpath.report.plots import write_png
     from dualpath.report.render import markdown_report, summary_table
 
+    logs = _logging_for(log_format, log_level)
     sc = _scenario(preset, set_, agents, fault)
     _check_local_cluster(sc)
     check_out_path("--out", out)
     # $DUALPATH_TOKEN (if set) guards the services as for `dualpath up`; the report is
     # gathered with it (launcher/collect.py).
     opts = _up_options(out.parent / "cluster", http_port, speedup, real_payload, redis_url, "--out")
-    console = Console(stderr=True)
-    progress = _progress(console) if not quiet and console.is_terminal else None
+    opts = dataclasses.replace(opts, **logs)
     try:
-        if progress is not None:
-            with progress:
-                outcome = run_workload(sc, opts, _progress_hook(progress))
-        else:
-            outcome = run_workload(sc, opts)
+        outcome = with_progress(
+            lambda hook: run_workload(sc, opts, hook), quiet, "run", "turns", opts.dilation
+        )
     except (ClusterStartError, RedisUnavailable) as exc:
         _fail(str(exc), code=1)
         return

@@ -46,8 +46,12 @@ dualpath_link_bytes_total{link="decode0.gpu0.cnic.rx",vl="2"} 5e+08
 dualpath_link_bytes_total{link="decode0.gpu1.cnic.rx",vl="0"} 2.5e+08
 dualpath_link_bytes_total{link="decode0.dram",vl="2"} 9e+09
 dualpath_link_busy_seconds_total{link="decode0.snic.rx"} 0.5
-dualpath_emulation_lag_seconds{quantile="0.99",service="decode0"} 0.004
-dualpath_emulation_lag_seconds{quantile="1.0",service="decode0"} 0.02
+dualpath_emulation_lag_seconds_bucket{le="0.001",service="decode0"} 50.0
+dualpath_emulation_lag_seconds_bucket{le="0.002",service="decode0"} 90.0
+dualpath_emulation_lag_seconds_bucket{le="0.005",service="decode0"} 100.0
+dualpath_emulation_lag_seconds_bucket{le="+Inf",service="decode0"} 100.0
+dualpath_emulation_lag_seconds_count{service="decode0"} 100.0
+dualpath_emulation_lag_max_seconds{service="decode0"} 0.0048
 dualpath_dram_buffer_used_bytes{node="decode0"} 3.5e+08
 """
 
@@ -60,7 +64,8 @@ def test_parse_keeps_link_bytes_by_vl_and_the_lag() -> None:
     assert s.t == 3.0
     assert s.link_bytes[("decode0.snic.rx", "2")] == 1.25e9
     assert ("decode0.dram", "2") in s.link_bytes  # kept; only grouping ignores it
-    assert s.lag == {"0.99": 0.004, "1.0": 0.02}
+    # p99 interpolated in its bucket (0.002, 0.005]: 9 of its 10 samples below
+    assert s.lag == {"0.99": pytest.approx(0.0047), "1.0": 0.0048}
     assert s.buffer_bytes == 3.5e8
 
 

@@ -11,11 +11,12 @@ whole milliseconds), with a lag meter that records how late the host woke us up.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import selectors
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from dualpath.core.lag import LagMeter
 
 
 class SimulationDeadlockError(RuntimeError):
@@ -49,6 +50,12 @@ class _VirtualSelector(selectors.DefaultSelector):
         self._vloop = loop
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout == 0:
+            # Callbacks are ready: the loop asks for a non-blocking poll between every two
+            # batches of them. Nothing on a virtual loop does real I/O (only the self-pipe of
+            # call_soon_threadsafe, whose callbacks are already queued), so skip the syscall
+            # here; fds are still polled before virtual time moves or a deadlock is declared.
+            return []
         events = super().select(0)
         if events:
             return events
@@ -103,26 +110,6 @@ class VirtualClock:
 
     def call_at(self, t: float, callback: Callable[[], None]) -> TimerHandle:
         return self._loop.call_at(max(t, self._loop.time()), callback)
-
-
-class LagMeter:
-    """Records how late (emulated seconds) each timed wake-up happened."""
-
-    def __init__(self, max_samples: int = 100_000) -> None:
-        self._samples: list[float] = []
-        self._max = max_samples
-        self.count = 0
-
-    def record(self, lag: float) -> None:
-        self.count += 1
-        if len(self._samples) < self._max:
-            bisect.insort(self._samples, lag)
-
-    def quantile(self, q: float) -> float:
-        if not self._samples:
-            return 0.0
-        idx = min(len(self._samples) - 1, int(q * len(self._samples)))
-        return self._samples[idx]
 
 
 # Sleeping for less than this is pointless: stdlib oversleeps ~1 ms, uvloop undersleeps

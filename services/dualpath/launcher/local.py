@@ -42,6 +42,10 @@ class UpOptions:
     # The run's shared token for every service (gRPC calls and /metrics), or None. The
     # services bind loopback, where none is needed; `dualpath up` passes $DUALPATH_TOKEN.
     token: str | None = field(default=None, repr=False)
+    # every service's log lines (logs.py); None: the services read $DUALPATH_LOG_FORMAT
+    # and $DUALPATH_LOG_LEVEL, which they inherit
+    log_format: str | None = None
+    log_level: str | None = None
 
 
 @dataclass
@@ -91,6 +95,8 @@ class LocalCluster:
             self.run_id, "--epoch", repr(self.epoch), "--speedup", repr(o.dilation),
             "--real-payload", repr(o.real_payload),
         ]  # fmt: skip
+        for flag, value in (("--log-format", o.log_format), ("--log-level", o.log_level)):
+            common += [flag, value] if value is not None else []
         # Through the environment, never argv (`ps` shows every local user a command line).
         # Always set: an empty value overrides a token the launcher's own environment holds
         # when this cluster is to run without one.

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.table import Table
+
+SIG_DIGITS = 3  # a figure in a report: what a reader compares, not the float's noise
+
+
+def _sig(x: float, digits: int = SIG_DIGITS) -> str:
+    """`x` to `digits` significant digits, without an exponent (12.5, 0.0125, 1234)."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    return f"{x:.{decimals}f}"
+
+
+def _duration(s: float) -> str:
+    """Seconds in the unit a reader expects: `10.7 ms` below a second, `2.35 s` above."""
+    if s != 0 and abs(s) < 1:
+        return f"{_sig(s * 1e3)} ms"
+    return f"{_sig(s)} s"
 
 
 def _ms(d: dict[str, float]) -> str:
@@ -32,7 +50,22 @@ def _offline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         *rows,
         ("agents / turns", f"{sessions} / {r['requests']['completed']}"),
         ("JCT (emulated)", f"{r['jct_s']:.1f} s"),
+        *_floor_rows(r),
     ]
+
+
+def _floor_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The JCT floor (report/floor.py), when the report has one."""
+    if r.get("jct_floor_s") is None:
+        return []
+    f = r["jct_floor"]
+    tol = f"{f['tolerance']:.0%}"
+    verdict = f"within {tol}: one agent's critical path" if r["jct_floor_bound"] else f"> {tol}"
+    return [
+        ("JCT floor (one agent, idle cluster)",
+         f"{r['jct_floor_s']:.1f} s ({f['agent']}, {f['turns']} turns); JCT / floor "
+         f"{f['jct_over_floor']:.2f} ({verdict})"),
+    ]  # fmt: skip
 
 
 def _online_rows(o: dict[str, Any]) -> list[tuple[str, str]]:
@@ -64,7 +97,8 @@ def _common_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("lost / corrupted", f"{integ['blocks_lost']} / {integ['blocks_corrupted']}"),
         ("conservation", "ok" if integ["conservation_ok"] else "VIOLATED"),
         ("runtime", f"{rt['kind']}, {rt['wall_s']:.1f} s wall, "
-         f"{rt['emulated_per_wall']:.0f} emulated s per wall s, lag p99 {rt['lag_p99_s']:.3f} s"),
+         f"{rt['emulated_per_wall']:.0f} emulated s per wall s, "
+         f"lag p99 {_duration(rt['lag_p99_s'])}"),
     ]  # fmt: skip
 
 
@@ -72,11 +106,11 @@ def _runtime_note(rt: dict[str, Any]) -> str:
     if rt["dilation"] is None:
         return (
             f"runtime: {rt['kind']} time, every event runs at its exact emulated time, "
-            f"so lag is {rt['lag_p99_s']} s"
+            f"so lag is {_duration(rt['lag_p99_s'])}"
         )
     return (
-        f"runtime: {rt['kind']}, dilation {rt['dilation']} emulated s per wall s, "
-        f"measured lag p99 {rt['lag_p99_s']} s"
+        f"runtime: {rt['kind']}, dilation {rt['dilation']:g} emulated s per wall s, "
+        f"measured lag p99 {_duration(rt['lag_p99_s'])}"
     )
 
 
@@ -123,7 +157,42 @@ def markdown_report(report: dict[str, Any], png_name: str | None = None) -> str:
     cnic = report["cnic"]
     for vl, b in cnic["bytes_by_vl"].items():
         lines.append(f"| {vl} | {b / 1e9:.1f} | {cnic['util_by_vl'][vl] * 100:.2f} % |")
+    lines += _breakdown_lines(report, png_name)
     return "\n".join(lines) + "\n"
+
+
+def _s(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _breakdown_lines(report: dict[str, Any], png_name: str | None) -> list[str]:
+    """Per-turn TTFT breakdown (report/breakdown.py), when the report has one."""
+    b = report.get("ttft_breakdown")
+    if not b or not b["n"]:
+        return []
+    from dualpath.report.breakdown import STAGES
+    from dualpath.report.plots import breakdown_png_name
+
+    lines = [
+        "",
+        "## TTFT breakdown per turn",
+        "",
+        f"{b['n']} turns, emulated seconds; the stage means add up to the mean TTFT.",
+        "",
+        "| stage | mean | p50 | p99 | share of mean TTFT |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for k in (*STAGES, "ttft"):
+        st = b["ttft_s"] if k == "ttft" else b["stages"][k]
+        share = 1.0 if k == "ttft" else b["share"][k]
+        pct = "–" if share is None else f"{share * 100:.1f} %"
+        lines.append(f"| {k} | {_s(st['mean'])} | {_s(st['p50'])} | {_s(st['p99'])} | {pct} |")
+    if not b["split_measured"]:
+        lines += ["", "(this runtime does not record prefill forward times: prefill_wait and "
+                  "transfer are inside prefill)"]  # fmt: skip
+    if png_name:
+        lines += ["", f"![TTFT breakdown]({breakdown_png_name(png_name)})"]
+    return lines
 
 
 def _hit_row(r: dict[str, Any]) -> str:

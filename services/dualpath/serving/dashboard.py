@@ -23,6 +23,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from dualpath.core.lag import bucket_quantile
 from dualpath.serving.host import token_middleware
 
 if TYPE_CHECKING:
@@ -41,7 +42,9 @@ MAX_SCRAPE_BYTES = 1 << 20  # a /metrics answer larger than this is not ours: dr
 DATA_PATH = "/dashboard/data"
 KINDS = ("snic_rx", "snic_tx", "cnic_rx", "cnic_tx")
 _BUFFER = "dualpath_dram_buffer_used_bytes"
-_WANTED = ("dualpath_link_bytes_total{", "dualpath_emulation_lag_seconds{", _BUFFER + "{")
+_LAG_BUCKET = "dualpath_emulation_lag_seconds_bucket"  # a histogram (core/lag.py)
+_LAG_MAX = "dualpath_emulation_lag_max_seconds"
+_WANTED = ("dualpath_link_bytes_total{", _LAG_BUCKET + "{", _LAG_MAX + "{", _BUFFER + "{")
 PAGE = resources.files("dualpath.frontdoor").joinpath("static").joinpath("dashboard.html")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -60,6 +63,7 @@ def parse(text: str, t: float) -> Scrape:
     """Only the lines the dashboard uses, without a full exposition parser: the scrape runs
     on the scheduler's event loop, and prometheus_client's parser costs ~1 ms per node."""
     out = Scrape(t)
+    lag_buckets: list[tuple[float, float]] = []
     for line in text.splitlines():
         if not line.startswith(_WANTED):
             continue
@@ -73,8 +77,13 @@ def parse(text: str, t: float) -> Scrape:
             out.link_bytes[(labels.get("link", ""), labels.get("vl", ""))] = v
         elif head.startswith(_BUFFER):
             out.buffer_bytes = v
-        elif "quantile" in labels:
-            out.lag[labels["quantile"]] = v
+        elif head.startswith(_LAG_MAX):
+            out.lag["1.0"] = v
+        elif "le" in labels:
+            lag_buckets.append((float(labels["le"]), v))  # float() reads "+Inf" too
+    if lag_buckets:  # interpolated within a bucket: never above the exact maximum
+        p99 = bucket_quantile(sorted(lag_buckets), 0.99)
+        out.lag["0.99"] = min(p99, out.lag.get("1.0", p99))
     return out
 
 

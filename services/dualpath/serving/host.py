@@ -42,6 +42,7 @@ from dualpath.control import (
 )
 from dualpath.control.resilience import redact_url
 from dualpath.core.clock import RealClock
+from dualpath.logs import describe, event
 from dualpath.serving import fence
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import AUTH_HEADER, CHANNEL_OPTIONS, Peers, bearer
@@ -260,11 +261,7 @@ async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> N
     runner, admin_addr = await _start_http(_http_app(shell, report, reg, opts.token), opts)
     ttl = opts.heartbeat_ttl_s
     registry = Registry(r, opts.run_id, ttl_s=ttl)
-    meta = {"pid": str(os.getpid())}  # tells a restarted process from its predecessor
-    beat = Heartbeat(
-        registry, Member(opts.role, opts.name, f"{opts.host}:{port}", admin_addr, meta)
-    )
-    beat.start()
+    beat = _heartbeat(opts, registry, f"{opts.host}:{port}", admin_addr)
     peers = Peers(opts.token)
 
     def on_members(members: list[Member]) -> None:
@@ -286,6 +283,7 @@ async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> N
     try:
         await _join(opts, sc, registry, peers, watch, shell, stop)
         await hs.set("", health_pb2.HealthCheckResponse.SERVING)
+        event(log, "ready", peers=len(expected_names(sc)) - 1)
         watcher = asyncio.create_task(watch.run())
         tasks += [watcher, asyncio.create_task(stop.wait())]
         ends: list[asyncio.Future[Any]] = list(tasks[-2:])
@@ -298,10 +296,10 @@ async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> N
             shell.fatal.result()
     finally:
         report.stopping = True
+        event(log, "shutdown", reason=_why_stopping(shell, stop))
         for t in tasks:
             t.cancel()
         await _shutdown(
-            opts.name,
             [
                 ("health", hs.enter_graceful_shutdown, 1.0),
                 ("deregister", beat.stop, ttl),
@@ -312,11 +310,36 @@ async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> N
                 ("redis", r.aclose, 2.0),
             ],
         )
+        event(log, "stopped")
 
 
-async def _shutdown(
-    name: str, steps: list[tuple[str, Callable[[], Awaitable[Any]], float]]
-) -> None:
+def _why_stopping(shell: ServiceShell, stop: asyncio.Event) -> str:
+    if shell.fatal.done() and not shell.fatal.cancelled() and shell.fatal.exception():
+        return f"fatal: {describe(shell.fatal.exception())}"  # type: ignore[arg-type]
+    if stop.is_set():
+        return "signal or launcher exit"
+    return "error"  # an exception on its way out names itself (the entry point logs it)
+
+
+def _heartbeat(opts: ServeOptions, registry: Registry, grpc_addr: str, http_addr: str) -> Heartbeat:
+    """Start heartbeating (the first beat registers this service) and say where it serves."""
+    meta = {"pid": str(os.getpid())}  # tells a restarted process from its predecessor
+    beat = Heartbeat(registry, Member(opts.role, opts.name, grpc_addr, http_addr, meta))
+    beat.start()
+    event(
+        log,
+        "service_start",
+        role=opts.role,
+        grpc=grpc_addr,
+        http=http_addr,
+        run_id=opts.run_id,
+        pid=os.getpid(),
+        dilation=opts.dilation,
+    )
+    return beat
+
+
+async def _shutdown(steps: list[tuple[str, Callable[[], Awaitable[Any]], float]]) -> None:
     """Run every shutdown step, each within its deadline: one failing or hanging step (e.g.
     a flush to an unreachable Redis) must not keep the others from releasing ports."""
     for step, run, deadline_s in steps:
@@ -324,7 +347,7 @@ async def _shutdown(
             async with asyncio.timeout(deadline_s):
                 await run()
         except Exception as exc:  # logged; the remaining steps still run
-            log.warning("shutdown: step failed service=%s step=%s error=%r", name, step, exc)
+            event(log, "shutdown_step_failed", logging.WARNING, exc=exc, step=step)
 
 
 async def _join(
@@ -350,6 +373,7 @@ async def _join(
         raise StartupError(
             f"discovery: {exc}; are all services of run {opts.run_id!r} up?"
         ) from None
+    event(log, "registered", members=len(members))
     peers.update(members)
     watch.seed(members)
     await shell.on_peers(peers)

@@ -6,11 +6,17 @@ Names follow vLLM where one exists; link metrics follow reference/conventions.md
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from dualpath.core.clock import RealClock
@@ -57,14 +63,24 @@ class ServiceCollector(Collector):
         yield from (by, busy, util)
 
     def _lag(self) -> Iterable[Metric]:
-        lag = GaugeMetricFamily(
+        # every wake-up since the service started (core/lag.py); quantiles over a window
+        # come from rate() of the buckets (histogram_quantile)
+        meter = self.clock.lag
+        lag = HistogramMetricFamily(
             "dualpath_emulation_lag_seconds",
             "How late timed wake-ups ran, emulated seconds",
-            labels=["service", "quantile"],
+            labels=["service"],
         )
-        for q in (0.5, 0.99, 1.0):
-            lag.add_metric([self.service, str(q)], self.clock.lag.quantile(q))
+        buckets = [("+Inf" if math.isinf(le) else repr(le), float(n)) for le, n in meter.buckets()]
+        lag.add_metric([self.service], buckets, meter.sum)
         yield lag
+        worst = GaugeMetricFamily(
+            "dualpath_emulation_lag_max_seconds",
+            "The latest any timed wake-up ran, emulated seconds",
+            labels=["service"],
+        )
+        worst.add_metric([self.service], meter.max)
+        yield worst
         d = GaugeMetricFamily("dualpath_dilation", "Emulated seconds per wall second")
         d.add_metric([], self.clock.dilation)
         yield d

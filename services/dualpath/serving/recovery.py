@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from abc import abstractmethod
 
 import grpc
 
 from dualpath.engines.request import Request
 from dualpath.engines.scheduler import GlobalScheduler
+from dualpath.logs import event
 from dualpath.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import node_pb2
 from dualpath.serving import retry
@@ -23,6 +25,8 @@ from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Peers
 
 MAX_ATTEMPTS = 3  # placements of one turn before its failure reaches the client
+
+log = logging.getLogger(__name__)
 
 
 class NodeLostError(RuntimeError):
@@ -71,6 +75,7 @@ class Recovery(GlobalScheduler):
         """A call to `name` was refused: place nothing there until the registry shows it
         alive after `opts.heartbeat_ttl_s` (a dead node drops out of it by then)."""
         if name not in self.down:
+            event(log, "node_suspected", logging.WARNING, node=name, why="a call was refused")
             self.down.add(name)
             self.suspects[name] = self.ctx.clock.now()
 
@@ -85,6 +90,14 @@ class Recovery(GlobalScheduler):
         """Place a turn that has produced no token again, at the head of the queue."""
         if req.t_first >= 0 or req.attempt + 1 >= MAX_ATTEMPTS or req.rid not in self.inflight:
             return False
+        event(
+            log,
+            "turn_replaced",
+            logging.WARNING,
+            exc=exc,
+            request_id=req.rid,
+            attempt=req.attempt + 1,
+        )
         self._abandon(req)
         req.unplace()
         self.replaced += 1

@@ -9,6 +9,7 @@ DE), and the engines' completions come back as batched reports.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ import grpc
 from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext
 from dualpath.engines.request import EngineState, ReadPath, Request
+from dualpath.logs import event
 from dualpath.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2
 from dualpath.serving import retry
@@ -46,6 +48,8 @@ CONTAINED = (grpc.aio.AioRpcError, TimeoutError, ConnectionError, KvReadFailedEr
 # Of those, a node that did not answer: the turn has not decoded, so it is placed again.
 UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 MAX_ATTEMPTS = 3  # placements of one turn before its failure reaches the client
+
+log = logging.getLogger(__name__)
 
 
 class RemoteScheduler(Recovery):
@@ -96,6 +100,16 @@ class RemoteScheduler(Recovery):
             lambda timeout: peers.storage().Lookup(msg, timeout=timeout), self.opts.rpc_timeout_s
         )
         reader, hit_blocks, nbytes = self.plan_read(req, int(lookup.prefix_blocks[0]))
+        event(
+            log,
+            "turn_placed",
+            request_id=req.rid,
+            pe=pe.node.name,
+            de=de.node.name,
+            path=req.path.value,
+            hit_tokens=req.hit,
+            attempt=req.attempt,
+        )
         rng = BlockRange(req.session, 0, hit_blocks)
         queued = req.hit  # (an abandoned attempt is reset while this still runs)
         reader.read_q += queued

@@ -26,6 +26,7 @@ from dualpath.frontdoor import (
     TurnSpec,
     make_app,
 )
+from dualpath.logs import event
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2, scheduler_pb2_grpc
 from dualpath.serving import dashboard
 from dualpath.serving.admission import Admission
@@ -92,14 +93,17 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             if self._pids.setdefault(m.name, pid) != pid:
                 self._pids[m.name] = pid
                 if m.name in engines and m.name not in self.lost:
+                    event(log, "node_restarted", logging.WARNING, node=m.name, pid=pid)
                     self.events.emit("engine_restarted", self.clock.now(), name=m.name)
                     self.sched.node_lost(m.name)
                     self.sched.node_back(m.name)
         for name in sorted(lost - self.lost):
+            event(log, "node_lost", logging.WARNING, node=name, why="no heartbeat")
             self.events.emit("engine_lost", self.clock.now(), name=name)
             if name in engines:
                 self.sched.node_lost(name)
         for name in sorted(self.lost - lost):
+            event(log, "node_back", node=name)
             self.events.emit("engine_back", self.clock.now(), name=name)
             self.sched.node_back(name)
         self.lost = lost
@@ -110,6 +114,17 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
                 self.sched.node_back(name)
 
     def _record_done(self, req: Request) -> None:
+        event(
+            log,
+            "turn_done",
+            request_id=req.rid,
+            session=req.session,
+            turn=req.turn,
+            path=req.path.value,
+            hit=req.hit,
+            ttft_s=req.t_first - req.arrival,
+            e2e_s=req.t_last - req.arrival,
+        )
         self.events.emit(
             "turn_done",
             req.t_last,
@@ -131,8 +146,16 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         for rep in request.reports:
             try:
                 self.sched.on_report(rep)
-            except Exception:  # one bad report fails its turn at most, never the scheduler
-                log.exception("report %s for turn %d could not be applied", rep.kind, rep.rid)
+            except Exception as exc:  # one bad report fails its turn at most, never the scheduler
+                event(
+                    log,
+                    "report_failed",
+                    logging.ERROR,
+                    exc=exc,
+                    trace=True,
+                    request_id=rep.rid,
+                    kind=rep.kind,
+                )
         return node_pb2.Ack()
 
     async def Stats(  # noqa: N802
@@ -179,7 +202,22 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         first_token: Callable[[], None] | None = None,
         on_tokens: Callable[[int, float], None] | None = None,
     ) -> TurnResult:
-        req = self._admit(spec)
+        try:
+            req = self._admit(spec)
+        except (BackendBusy, BackendUnavailable, BadTurn) as exc:
+            # a full queue is expected back-pressure; the others say something is wrong
+            level = logging.INFO if isinstance(exc, BackendBusy) else logging.WARNING
+            event(log, "turn_refused", level, exc=exc, session=spec.session, turn=spec.turn)
+            raise
+        event(
+            log,
+            "turn_accepted",
+            request_id=req.rid,
+            session=req.session,
+            turn=req.turn,
+            prompt_tokens=req.prompt,
+            gen_tokens=req.gen,
+        )
         waiting = True
 
         def prefilled() -> None:  # the prefill ended: its work leaves the admission queue
@@ -190,6 +228,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             pacer = self.sched.pacers.get(req.rid)
             if pacer is not None:
                 pacer.started(req.t_first)
+            event(log, "first_token", request_id=req.rid, ttft_s=req.t_first - req.arrival)
             if first_token is not None:
                 first_token()
 
@@ -205,10 +244,13 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
                 f"(lost nodes: {sorted(self.lost) or 'none'})"
             )
             self.sched.fail_request(req, BackendUnavailable(why))  # frees what it held
+            _failed(req, why)
             raise BackendUnavailable(why) from None
-        except (BackendBusy, BackendUnavailable, BadTurn):
+        except (BackendBusy, BackendUnavailable, BadTurn) as exc:
+            _failed(req, str(exc))
             raise
         except Exception as exc:  # this turn's remote work failed: say so, explicitly
+            _failed(req, _describe(exc))
             raise BackendUnavailable(f"turn {req.rid} failed: {_describe(exc)}") from None
         finally:
             self._turns.pop(id(spec), None)
@@ -239,6 +281,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             return
         if self.sched.cancel_queued(req):
             self.cancelled += 1
+            event(log, "turn_cancelled", request_id=req.rid, why="the client hung up")
 
     def http_app(self) -> web.Application:
         c = self.world.cluster
@@ -309,6 +352,19 @@ async def make_scheduler(
     events = EventSink(EventLog(r, opts.run_id, "scheduler"))
     events.start()
     return SchedulerShell(opts, build_world(sc, clock, "scheduler"), clock, events)
+
+
+def _failed(req: Request, why: str) -> None:
+    event(
+        log,
+        "turn_failed",
+        logging.WARNING,
+        request_id=req.rid,
+        session=req.session,
+        turn=req.turn,
+        attempt=req.attempt,
+        error=why,
+    )
 
 
 def _describe(exc: BaseException) -> str:
