@@ -80,6 +80,22 @@ def report(path: str) -> str | None:
     return None
 
 
+def sim_report(path: str) -> str | None:
+    """The `sim` profile's one-shot report: turns served on virtual time, no block lost."""
+    r = _json(path)
+    i, done = r["integrity"], r["requests"]["completed"]
+    print(
+        f"  sim profile: {r['scenario']['name']}, JCT {r['jct_s']:.1f} emulated s, {done} turns, "
+        f"{r['runtime']['wall_s']:.1f} s wall, blocks lost {i['blocks_lost']}, "
+        f"corrupted {i['blocks_corrupted']}"
+    )
+    if not done:
+        return "the sim profile's report has no completed turn"
+    if i["blocks_lost"] or i["blocks_corrupted"]:
+        return f"{i['blocks_lost']} blocks lost, {i['blocks_corrupted']} corrupted"
+    return None
+
+
 def targets(path: str, config: str) -> str | None:
     """Every target of the Prometheus config is scraped and up."""
     conf = yaml.safe_load(Path(config).read_text())
@@ -182,6 +198,7 @@ CHECKS: dict[str, Callable[..., str | None]] = {
     "chat": chat,
     "load": load,
     "report": report,
+    "sim-report": sim_report,
     "targets": targets,
     "node": node,
     "healthz": healthz,

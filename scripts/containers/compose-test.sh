@@ -6,7 +6,10 @@
 # cluster's report: 0 blocks lost or corrupted -> faults under a loop of agent turns
 # (`dualpath cluster`: decode0 paused 10 s, prefill0 partitioned 10 s, Redis paused 3 s;
 # the cluster must recover from each) -> Prometheus (profile `monitoring`) scrapes every
-# service -> down -v leaves no container, network or volume. Prints each step's wall time. Fails loudly (exit 1, the step and why) when anything, the engine included, does not
+# service -> the `sim` profile's one-shot virtual-time run reports turns and no lost block ->
+# down -v leaves no container, network or volume -> real payload paced between two
+# containers within 2 % of its rate (pacing-test.sh). Prints each step's wall time. Fails
+# loudly (exit 1, the step and why) when anything, the engine included, does not
 # work; then it dumps `compose ps` and each service's last logs, and still runs `down -v`.
 # Outputs in $COMPOSE_TEST_OUT (out/compose): Locust's CSV/HTML, report.json, targets.json,
 # faults/ (the clients' turns, the fault windows, faults.json: what the clients saw).
@@ -15,6 +18,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 # shellcheck source=scripts/containers/engine.sh
 source scripts/containers/engine.sh
+# shellcheck source=scripts/containers/pacing-test.sh
+source scripts/containers/pacing-test.sh
 
 OUT=${COMPOSE_TEST_OUT:-out/compose}
 PROJECT=dualpath                                        # docker-compose.yml `name:`
@@ -263,6 +268,17 @@ do_monitoring() {
   wait_for "$TARGETS_TIMEOUT_S" "every Prometheus target up ($PROMETHEUS/targets)" targets_up
 }
 
+# The `sim` profile: the whole cluster in one container on virtual time, its report in the
+# `reports` volume (read back through the same one-shot service).
+do_sim() {
+  compose_t 300 --profile sim run --rm -T sim >"$OUT/sim.log" 2>&1 \
+    || fail "the sim profile's run failed (log: $OUT/sim.log)"
+  compose_t 60 --profile sim run --rm -T --entrypoint cat sim /out/report.json \
+    >"$OUT/sim-report.json" || fail "could not read the sim profile's report from its volume"
+  "$PY" scripts/containers/checks.py sim-report "$OUT/sim-report.json" \
+    || fail "the sim profile's report failed its check"
+}
+
 leftovers() {
   local kind
   for kind in "ps -a" "network ls" "volume ls"; do
@@ -280,6 +296,11 @@ do_down() {
   left=$(leftovers)
   [[ -z $left ]] || fail "down -v left these behind:"$'\n'"$left"
   echo "  no container, network or volume of project $PROJECT remains"
+}
+
+# After `down`: the cluster's containers no longer compete with the probe for the CPU.
+do_pacing() {
+  pacing_run || fail "real payload paced between two containers: the check above failed"
 }
 
 # ---------------------------------------------------------------------------- failure, exit
@@ -345,7 +366,9 @@ main() {
   step report do_report
   step faults do_faults
   step monitoring do_monitoring
+  step sim do_sim
   step down do_down
+  step pacing do_pacing
 }
 
 main "$@"

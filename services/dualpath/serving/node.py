@@ -21,11 +21,13 @@ from dualpath.core.clock import RealClock
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
 from dualpath.engines.request import EngineState, Request
+from dualpath.logs import event
 from dualpath.rpc.v1 import kv_pb2, node_pb2, node_pb2_grpc, scheduler_pb2
 from dualpath.serving import payload
 from dualpath.serving.mover import DistributedMover
 from dualpath.serving.node_io import NodeIo, RemoteDecodeUnit
 from dualpath.serving.options import ServeOptions
+from dualpath.serving.pacing import node_pacer
 from dualpath.serving.peers import Ctx, Peers
 from dualpath.serving.prom import Gauges
 from dualpath.serving.reports import ReportSender
@@ -56,6 +58,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         groups = cluster.scheduler.pe_groups + cluster.scheduler.de_groups
         self.engines: dict[str, EngineState] = {e.engine_id: e for g in groups for e in g}
         self.io = NodeIo(self)
+        self.pacer = node_pacer(cluster.hw.fabric.links, opts.real_payload, opts.dilation)
         self.reservations = Reservations(self.node_hw.buffer)
         self.persists_failed = 0  # persists the storage never took (it was down too long)
         self.units = self._build_units()
@@ -99,6 +102,8 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
     async def _charge_remote(self, owner: str, links: list[str], nbytes: float, vl: int) -> None:
         assert self.peers is not None
         size = payload.payload_size(nbytes, self.opts.real_payload)
+        if self.pacer is not None:  # the bytes go at the owner's bottleneck link's rate
+            await self.pacer.pace(self.pacer.bottleneck(links), vl, size)
         msg = kv_pb2.ChargeRequest(
             links=links, nbytes=nbytes, vl=vl, payload=payload.make(vl, size)
         )
@@ -128,7 +133,14 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         try:
             await call
         except grpc.aio.AioRpcError as exc:
-            log.warning("turn %d: decode hand-over failed: %s", req.rid, exc.code().name)
+            event(
+                log,
+                "handover_failed",
+                logging.WARNING,
+                request_id=req.rid,
+                de=req.de.node.name if req.de else None,
+                error=exc.code().name,
+            )
             self._report(
                 scheduler_pb2.REPORT_KIND_FAILED,
                 req,
@@ -257,6 +269,8 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         out["persists_failed"] = self.persists_failed
         out["charges_lost"] = self.mover.charges_lost
         out["buffer_released_bytes"] = self.reservations.released_bytes
+        if self.pacer is not None:
+            out["pacing"] = self.pacer.stats()
         return out
 
     def gauges(self) -> Gauges:

@@ -13,6 +13,7 @@ from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext, RequestHook
 from dualpath.engines.decode import DecodeUnit, ProgressHook
 from dualpath.engines.request import EngineState
+from dualpath.logs import event
 from dualpath.rpc.v1 import kv_pb2, node_pb2
 from dualpath.serving import payload, retry
 from dualpath.serving.peers import Ctx
@@ -85,6 +86,10 @@ class NodeIo:
 
     async def _fetch(self, request: node_pb2.ReadKvRequest, context: Ctx) -> tuple[int, int]:
         assert self.shell.peers is not None
+        pacer, scale = self.shell.pacer, self.shell.opts.real_payload
+        if pacer is not None:  # the read's bytes come in over this node's SNIC
+            size = payload.payload_size(request.nbytes, scale)
+            await pacer.pace(self.shell.node_hw.snic_rx.name, request.vl, size)
         remaining = context.time_remaining()
         timeout = self.shell.opts.transfer_deadline()
         if remaining is not None:
@@ -161,6 +166,8 @@ class RemoteDecodeUnit(DecodeUnit):
             vl=ctx.vl.kv_vl,
             payload=payload.make(ranges[0].session, size),
         )
+        if shell.pacer is not None:  # the persist leaves through this node's SNIC
+            await shell.pacer.pace(ctx.hw.node_of(de).snic_tx.name, ctx.vl.kv_vl, size)
         # The store counts the blocks it adds (they become hits only once stored there).
         # A write is idempotent (a block already stored is not added again), so a storage
         # restart is retried; a persist that still fails costs later turns a cache miss
@@ -173,7 +180,14 @@ class RemoteDecodeUnit(DecodeUnit):
             )
         except (grpc.aio.AioRpcError, TimeoutError, ConnectionError) as exc:
             shell.persists_failed += 1
-            log.warning("persist of %s failed: %s", ranges[0], _code(exc))
+            event(
+                log,
+                "persist_failed",
+                logging.WARNING,
+                session=ranges[0].session,
+                blocks=f"{ranges[0].start}..{ranges[0].stop}",
+                error=_code(exc),
+            )
         if local is not None:
             await local
 
