@@ -62,7 +62,7 @@ compose-test: $(STAMP) ## docker-compose.yml for real: build, up, chat, Locust, 
 bench: $(STAMP) ## virtual-time runtime at paper scale, process runtime request rate, Locust 1 vs N workers
 	$(BIN)/python -m dualpath.bench
 	$(BIN)/python -m dualpath.launcher.bench
-	$(BIN)/python -m dualpath.loadgen.bench
+	$(BIN)/python -m dualpath.launcher.load_bench
 
 lint: $(STAMP) ## ruff check, ruff format --check, mypy (strict)
 	$(BIN)/ruff check services tests

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,23 +11,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
+from dualpath.cli_common import check_out_path, fail, validate
 from dualpath.cli_progress import with_progress
 from dualpath.config.presets import ConfigError, resolve
-from dualpath.config.settings import Scenario
-
-USAGE_ERROR = 2
-
-
-def _fail(msg: str, code: int = USAGE_ERROR) -> None:
-    # escape: messages quote user input, and "[/]" or "[red]" in it is not rich markup
-    Console(stderr=True, soft_wrap=True).print(
-        f"[bold red]error:[/] {escape(msg)}", highlight=False
-    )
-    raise typer.Exit(code)
 
 
 @contextmanager
@@ -40,7 +28,7 @@ def _one_line_usage_errors() -> Iterator[None]:
     except UsageError as exc:
         where = exc.ctx.command_path if exc.ctx is not None else "dualpath"
         msg = " ".join(exc.format_message().split())
-        _fail(f"{where}: {msg} (see `{where} --help`)", exc.exit_code)
+        fail(f"{where}: {msg} (see `{where} --help`)", exc.exit_code)
 
 
 class _OneLineErrors(TyperGroup):
@@ -65,23 +53,6 @@ app = typer.Typer(
     no_args_is_help=True,
     help="DualPath testbed: emulate PD-disaggregated inference with dual-path KV loading.",
 )
-
-
-def check_out_path(flag: str, path: Path, *, folder: bool = False) -> None:
-    """Refuse an output path that cannot be written before any work starts (a report lost
-    to a typo after a long run is the worst outcome). Creates the folder that will hold the
-    output, as the command would anyway: only trying tells (root passes every access test)."""
-    if not folder and path.is_dir():
-        _fail(f"{flag} {path}: is a folder; give a FILE.json")
-    where = path if folder else path.parent
-    if where.exists() and not where.is_dir():
-        _fail(f"{flag} {path}: {where} exists and is not a folder")
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        _fail(f"{flag} {path}: cannot create the folder {where} ({exc.strerror or exc})")
-    if not os.access(where, os.W_OK | os.X_OK):
-        _fail(f"{flag} {path}: the folder {where} is not writable")
 
 
 def _flag_overrides(**flags: Any) -> dict[str, Any]:
@@ -114,23 +85,6 @@ def _flag_overrides(**flags: Any) -> dict[str, Any]:
             node = node.setdefault(p, {})
         node[leaf] = value
     return out
-
-
-def validate(sc: Scenario) -> None:
-    """Check every name a scenario refers to before anything runs."""
-    from dualpath.policies.registry import default_registry
-    from dualpath.roofline import load_gpu, load_model
-    from dualpath.runtime.cluster import check_topology
-    from dualpath.workload import parse_max_len
-
-    load_model(sc.model)
-    load_gpu(sc.gpu)
-    default_registry().get(sc.policy.name)
-    parse_max_len(sc.workload.max_len)
-    check_topology(sc)  # groups and HBM: before a process runtime starts anything
-    w = sc.workload
-    if w.source != "synthetic" and w.trace is not None and not Path(w.trace).exists():
-        raise ValueError(f"workload.trace {w.trace}: no such file or folder")
 
 
 @app.command()
@@ -200,7 +154,7 @@ def sim(
         validate(sc)
         virtual_faults_only(sc.faults.schedule)
     except (ConfigError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     if out is not None:
         check_out_path("--out", out)
@@ -208,13 +162,13 @@ def sim(
     try:
         report = with_progress(lambda hook: simulate(sc, hook), quiet, "sim", unit)
     except (TopologyError, CapacityError, TraceError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     except (BlockCorrupted, BlockMissing) as exc:
-        _fail(f"integrity check failed: {exc}", code=1)
+        fail(f"integrity check failed: {exc}", code=1)
         return
     except KeyboardInterrupt:
-        _fail("interrupted (Ctrl-C): no report written", code=130)
+        fail("interrupted (Ctrl-C): no report written", code=130)
         return
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from dualpath.cli_common import check_out_path, fail
+
 if TYPE_CHECKING:
     from dualpath.roofline.calibration import MeasuredFit
     from dualpath.roofline.profiles import GpuProfile
@@ -25,19 +27,17 @@ MEASUREMENTS_HELP = (
 
 
 def _read_text(path: Path) -> str:
-    from dualpath.cli import _fail
-
     try:
         return path.read_text(encoding="utf-8-sig")  # a spreadsheet's BOM is not a column
     except FileNotFoundError:
-        _fail(f"{path}: no such measurement file")
+        fail(f"{path}: no such measurement file")
     except IsADirectoryError:
-        _fail(f"{path}: is a folder; give the measurement CSV file")
+        fail(f"{path}: is a folder; give the measurement CSV file")
     except UnicodeDecodeError:
-        _fail(f"{path}: not UTF-8 text; export the measurements as a UTF-8 CSV")
+        fail(f"{path}: not UTF-8 text; export the measurements as a UTF-8 CSV")
     except OSError as exc:
-        _fail(f"{path}: cannot read it ({exc.strerror or exc})")
-    raise AssertionError("unreachable")  # _fail raises
+        fail(f"{path}: cannot read it ({exc.strerror or exc})")
+    raise AssertionError("unreachable")  # fail raises
 
 
 def profile_document(
@@ -139,31 +139,30 @@ def calibrate(
 ) -> None:
     """Fit the roofline's efficiency scale and per-layer overhead to measured step times and
     write a GPU profile (with every row's residual) for `dualpath sim --gpu FILE.yaml`."""
-    from dualpath.cli import _fail, check_out_path
     from dualpath.roofline import ProfileError, load_gpu, load_model
     from dualpath.roofline.calibration import fit_measurements
     from dualpath.roofline.measurements import MeasurementError, parse_measurements
     from dualpath.roofline.profiles import GpuProfile
 
     if ep is not None and ep < 1:
-        _fail(f"--ep {ep}: must be at least 1 (GPUs in the expert-parallel group)")
+        fail(f"--ep {ep}: must be at least 1 (GPUs in the expert-parallel group)")
     if out.suffix not in (".yaml", ".yml"):
-        _fail(f"--out {out}: must end in .yaml (that is how --gpu tells a file from a name)")
+        fail(f"--out {out}: must end in .yaml (that is how --gpu tells a file from a name)")
     check_out_path("--out", out)
     try:
         model_p, base = load_model(model), load_gpu(gpu)
     except ProfileError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     text = _read_text(measurements)
     try:
         rows = parse_measurements(text, str(measurements), ep)
         fit = fit_measurements(model_p, base, rows)
     except MeasurementError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     except ValueError as exc:  # the rows parse but give no (physical) fit
-        _fail(f"{measurements}: {exc}")
+        fail(f"{measurements}: {exc}")
         return
     doc = profile_document(
         base, fit, name=name or f"{base.name}-calibrated", model=model_p.name,

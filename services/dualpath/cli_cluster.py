@@ -11,11 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-SPEEDUP_HELP = "dilation: emulated seconds per wall second (higher = faster, until lag grows)"
+from dualpath.cli_common import MAX_SPEEDUP, SPEEDUP_HELP, check_out_path, fail, validate
+
 ROLE_HELP = "scheduler, storage, prefill or decode"
-# Beyond this an emulated millisecond is under 100 ns of wall time: the host cannot keep
-# pace, lag is all the report would measure, and emulated clocks run off to 1e300.
-MAX_SPEEDUP = 10_000.0
 REDIS_PING_S = 2.0  # `up`/`run --redis-url`: an answering Redis replies in microseconds
 TOKEN_FILE_HELP = (
     "file holding the run's shared token (else $DUALPATH_TOKEN); needed to bind a "
@@ -30,14 +28,13 @@ LogLevel = Annotated[str | None, typer.Option(help=LOG_LEVEL_HELP)]
 
 def _log_settings(fmt: str | None, level: str | None) -> tuple[str, str]:
     """The checked log format and level (flags, else the environment)."""
-    from dualpath.cli import _fail
     from dualpath.logs import resolve
 
     try:
         return resolve(fmt, level)
     except ValueError as exc:
-        _fail(str(exc))
-        raise  # (unreachable: _fail exits)
+        fail(str(exc))
+        raise  # (unreachable: fail exits)
 
 
 def _check_flags(
@@ -45,21 +42,19 @@ def _check_flags(
 ) -> None:
     """The process runtime's own flags, checked before anything starts (typer accepts nan
     and inf for a float, and a port is just an int to it)."""
-    from dualpath.cli import _fail
-
     if not (math.isfinite(speedup) and 0 < speedup <= MAX_SPEEDUP):
-        _fail(
+        fail(
             f"--speedup {speedup}: must be > 0 and <= {MAX_SPEEDUP:,.0f} "
             "(emulated seconds per wall second)"
         )
     if not (math.isfinite(real_payload) and 0 <= real_payload <= 1):
-        _fail(
+        fail(
             f"--real-payload {real_payload}: must be 0 (virtual payloads) to 1 (the emulated "
             "bytes themselves; each transfer is capped at 64 MiB)"
         )
     for flag, port in ports.items():
         if not 0 <= port < 65536:
-            _fail(f"{flag} {port}: must be a TCP port, 0..65535 (0 = any free port)")
+            fail(f"{flag} {port}: must be a TCP port, 0..65535 (0 = any free port)")
     if redis_url is not None:
         _check_redis_url(redis_url)
 
@@ -67,13 +62,12 @@ def _check_flags(
 def _check_redis_url(url: str) -> None:
     import redis
 
-    from dualpath.cli import _fail
     from dualpath.control.resilience import redact_url
 
     try:
         redis.ConnectionPool.from_url(url).disconnect()  # parses only, connects to nothing
     except ValueError as exc:
-        _fail(f"--redis-url {redact_url(url)!r}: {exc}, e.g. redis://127.0.0.1:6379/0")
+        fail(f"--redis-url {redact_url(url)!r}: {exc}, e.g. redis://127.0.0.1:6379/0")
 
 
 def _check_redis_answers(url: str) -> None:
@@ -81,7 +75,6 @@ def _check_redis_answers(url: str) -> None:
     instead of starting every service only to watch them fail to register."""
     import redis
 
-    from dualpath.cli import _fail
     from dualpath.control.resilience import redact_url
 
     client = redis.Redis.from_url(
@@ -91,7 +84,7 @@ def _check_redis_answers(url: str) -> None:
         client.ping()
     except (redis.RedisError, OSError) as exc:
         reason = " ".join(str(exc).split())
-        _fail(
+        fail(
             f"--redis-url {redact_url(url)}: cannot use this Redis ({reason}); start one "
             "there, or omit --redis-url to have a private one started"
         )
@@ -103,13 +96,12 @@ def _check_local_cluster(sc: Any) -> None:
     """`up`/`run` start one process per node: refuse a cluster this machine cannot hold,
     and a trace that does not parse (every service parses it as it starts: one error here
     instead of one per service, after they started)."""
-    from dualpath.cli import _fail
-    from dualpath.workload.sources import build_workload
+    from dualpath.config.workload_sources import build_workload
 
     t = sc.topology
     procs = t.prefill_nodes + t.decode_nodes + 2  # + storage + scheduler
     if procs > sc.limits.max_processes:
-        _fail(
+        fail(
             f"topology: {t.prefill_nodes}P{t.decode_nodes}D needs {procs} local processes "
             f"(one per node + storage + scheduler), more than limits.max_processes="
             f"{sc.limits.max_processes}; use `dualpath sim` or Kubernetes for large clusters, "
@@ -119,7 +111,7 @@ def _check_local_cluster(sc: Any) -> None:
         try:
             build_workload(sc)
         except ValueError as exc:  # TraceError names the file, line and field
-            _fail(str(exc))
+            fail(str(exc))
 
 
 FAULT_HELP = "KIND[:TARGET[.LINK=GBPS]]@AT[+FOR], emulated s (repeat; docs/faults.md)"
@@ -128,7 +120,6 @@ FAULT_HELP = "KIND[:TARGET[.LINK=GBPS]]@AT[+FOR], emulated s (repeat; docs/fault
 def _scenario(
     preset: str, set_: list[str] | None, agents: int | None = None, fault: list[str] | None = None
 ) -> Any:
-    from dualpath.cli import _fail, validate
     from dualpath.config.presets import ConfigError, resolve
 
     flags: dict[str, Any] = {"workload": {"agents": agents}} if agents is not None else {}
@@ -138,7 +129,7 @@ def _scenario(
         sc = resolve(preset, flags, set_ or [])
         validate(sc)
     except (ConfigError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     return sc
 
 
@@ -168,7 +159,6 @@ def serve(
 
     import uvloop
 
-    from dualpath.cli import _fail
     from dualpath.control import RedisUnavailable, validate_run_id
     from dualpath.logs import configure, event
     from dualpath.serving.fence import FENCED_EXIT, LeaseExpiredError
@@ -182,20 +172,20 @@ def serve(
     try:  # first: a refused bind must not cost a scenario load, let alone a socket
         token = load_token(token_file)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     sc = _scenario(preset, set_)
     ports = {"--grpc-port": grpc_port, "--admin-port": admin_port, "--http-port": http_port}
     _check_flags(speedup, real_payload, ports, redis_url)
     if epoch is not None and not math.isfinite(epoch):
-        _fail(f"--epoch {epoch}: must be a finite perf_counter() reading")
+        fail(f"--epoch {epoch}: must be a finite perf_counter() reading")
     nodes = {"prefill": sc.topology.prefill_nodes, "decode": sc.topology.decode_nodes}
     if role in nodes and not 0 <= node < nodes[role]:
-        _fail(f"--node {node}: the scenario has {role} nodes 0..{nodes[role] - 1}")
+        fail(f"--node {node}: the scenario has {role} nodes 0..{nodes[role] - 1}")
     try:
         validate_run_id(run_id)
     except ValueError as exc:
-        _fail(f"--run-id: {exc}")
+        fail(f"--run-id: {exc}")
     try:
         opts = ServeOptions(
             role=role, redis_url=redis_url, run_id=run_id, node=node, host=host,
@@ -203,7 +193,7 @@ def serve(
             dilation=speedup, real_payload=real_payload, token=token, insecure=insecure,
         )  # fmt: skip
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     configure(opts.name, fmt, level)
     try:
@@ -229,12 +219,11 @@ def _logging_for(fmt: str | None, level: str | None) -> dict[str, str]:
     return {"log_format": fmt, "log_level": level}
 
 
-def _up_options(run_dir: Path, http_port: int, speedup: float, real_payload: float,
+def up_options(run_dir: Path, http_port: int, speedup: float, real_payload: float,
                 redis_url: str | None, run_dir_flag: str = "--run-dir",
                 pass_token: bool = True) -> Any:  # fmt: skip
     """Checked options of a local cluster; `run_dir_flag`: the flag that chose `run_dir`.
     `pass_token`: hand $DUALPATH_TOKEN (if set) to the services, through their environment."""
-    from dualpath.cli import _fail, check_out_path
     from dualpath.launcher.local import UpOptions
     from dualpath.serving.options import load_token
 
@@ -244,14 +233,14 @@ def _up_options(run_dir: Path, http_port: int, speedup: float, real_payload: flo
         try:  # checked once here rather than failing in every service
             token = load_token(None)
         except ValueError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     check_out_path(run_dir_flag, run_dir, folder=True)
     if redis_url is not None:
         _check_redis_answers(redis_url)  # last: the only check that waits
     return UpOptions(run_dir, http_port, speedup, real_payload, redis_url, token=token)
 
 
-def _endpoint_table(cl: Any) -> Table:
+def endpoint_table(cl: Any) -> Table:
     from dualpath.launcher.run import endpoints
 
     table = Table(title="dualpath cluster (Ctrl-C stops it)", show_header=False)
@@ -285,26 +274,25 @@ def up(
     """Start Redis, storage, scheduler and one process per node; serve until Ctrl-C."""
     import dataclasses
 
-    from dualpath.cli import _fail
     from dualpath.control import RedisUnavailable
     from dualpath.launcher.procs import ClusterStartError, Restart, RestartPolicy
     from dualpath.launcher.run import serve_until_signal
 
     modes = [m.value for m in Restart]
     if restart not in modes:
-        _fail(f"--restart: expected one of {', '.join(modes)}, got {restart!r}")
+        fail(f"--restart: expected one of {', '.join(modes)}, got {restart!r}")
     if not 0 <= max_restarts <= 1000:
-        _fail(f"--max-restarts: expected 0 to 1000, got {max_restarts}")
+        fail(f"--max-restarts: expected 0 to 1000, got {max_restarts}")
     logs = _logging_for(log_format, log_level)
     sc = _scenario(preset, set_, fault=fault)
     _check_local_cluster(sc)
-    opts = _up_options(run_dir, http_port, speedup, real_payload, redis_url)
+    opts = up_options(run_dir, http_port, speedup, real_payload, redis_url)
     policy = RestartPolicy(Restart(restart), max_restarts)
     opts = dataclasses.replace(opts, restart=policy, **logs)
     try:
-        serve_until_signal(sc, opts, lambda cl: Console().print(_endpoint_table(cl)))
+        serve_until_signal(sc, opts, lambda cl: Console().print(endpoint_table(cl)))
     except (ClusterStartError, RedisUnavailable) as exc:
-        _fail(str(exc), code=1)
+        fail(str(exc), code=1)
     except KeyboardInterrupt:
         Console(stderr=True).print("stopped: every service exited, ports freed")
 
@@ -330,7 +318,6 @@ def run(
     """Local cluster + the demo agent workload through the HTTP API + report, then stop."""
     import dataclasses
 
-    from dualpath.cli import _fail, check_out_path
     from dualpath.cli_progress import with_progress
     from dualpath.control import RedisUnavailable
     from dualpath.launcher.procs import ClusterStartError
@@ -345,20 +332,20 @@ def run(
     check_out_path("--out", out)
     # $DUALPATH_TOKEN (if set) guards the services as for `dualpath up`; the report is
     # gathered with it (launcher/collect.py).
-    opts = _up_options(out.parent / "cluster", http_port, speedup, real_payload, redis_url, "--out")
+    opts = up_options(out.parent / "cluster", http_port, speedup, real_payload, redis_url, "--out")
     opts = dataclasses.replace(opts, **logs)
     try:
         outcome = with_progress(
             lambda hook: run_workload(sc, opts, hook), quiet, "run", "turns", opts.dilation
         )
     except (ClusterStartError, RedisUnavailable) as exc:
-        _fail(str(exc), code=1)
+        fail(str(exc), code=1)
         return
     except WorkloadError as exc:
-        _fail(f"the run failed: {exc} (service logs: {opts.run_dir / 'logs'})", code=1)
+        fail(f"the run failed: {exc} (service logs: {opts.run_dir / 'logs'})", code=1)
         return
     except KeyboardInterrupt:
-        _fail("interrupted (Ctrl-C): cluster stopped, no report written", code=130)
+        fail("interrupted (Ctrl-C): cluster stopped, no report written", code=130)
         return
     report = outcome.report
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -369,7 +356,7 @@ def run(
         Console().print(summary_table(report))
         Console().print(f"report: {out}, {out.with_suffix('.md')}, {out.with_suffix('.png')}")
     if not report["integrity"]["conservation_ok"]:
-        _fail("integrity check failed: see the report's integrity section", code=1)
+        fail("integrity check failed: see the report's integrity section", code=1)
 
 
 def register(app: typer.Typer) -> None:

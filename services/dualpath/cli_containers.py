@@ -14,7 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from dualpath.cli_cluster import MAX_SPEEDUP, SPEEDUP_HELP
+from dualpath.cli_common import MAX_SPEEDUP, SPEEDUP_HELP, fail
 
 if TYPE_CHECKING:
     from dualpath.containers.control import Cluster
@@ -41,10 +41,8 @@ CONTAINER_FAULT_HELP = (
 
 
 def _fail(msg: str, code: int = 2) -> NoReturn:
-    from dualpath.cli import _fail as fail
-
     fail(msg, code)
-    raise AssertionError  # (unreachable: _fail raises typer.Exit)
+    raise AssertionError  # (unreachable: fail raises typer.Exit)
 
 
 def _connect(project: str) -> Cluster:

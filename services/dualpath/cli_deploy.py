@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from dualpath.cli_common import check_out_path, fail, validate
+
 if TYPE_CHECKING:
     from dualpath.deploy.k8s import Target
 
@@ -27,34 +29,33 @@ def _overlay_target(
     deadline: int | None, image: str | None, out: Path | None, base: Path | None,
 ) -> Target:  # fmt: skip
     """Check the flags and build the `Target` (errors: one line naming the flag, exit 2)."""
-    from dualpath.cli import _fail
     from dualpath.deploy.k8s import RUNTIMES, SIM_DEADLINE_S, Target, check_name, default_name
 
     if runtime not in RUNTIMES:
-        _fail(f"--runtime {runtime!r}: accepted: {', '.join(RUNTIMES)}")
+        fail(f"--runtime {runtime!r}: accepted: {', '.join(RUNTIMES)}")
     if locust_workers < 0:
-        _fail(f"--locust-workers must be >= 0 (0 = no Locust), got {locust_workers}")
+        fail(f"--locust-workers must be >= 0 (0 = no Locust), got {locust_workers}")
     if runtime == "sim" and locust_workers != 1:
-        _fail("--locust-workers: only with --runtime cluster (the sim has no live API)")
+        fail("--locust-workers: only with --runtime cluster (the sim has no live API)")
     if deadline is not None and (runtime != "sim" or deadline < 1):
-        _fail(f"--deadline {deadline}: only with --runtime sim, in seconds >= 1")
+        fail(f"--deadline {deadline}: only with --runtime sim, in seconds >= 1")
     chosen = name or default_name(preset, tuple(sets))
     if chosen is None:
-        _fail("--name: required with --set (it names the overlay and its scenario), "
+        fail("--name: required with --set (it names the overlay and its scenario), "
               "e.g. --name paper-ds660b-48p96d")  # fmt: skip
-        raise AssertionError  # not reached: _fail exits
+        raise AssertionError  # not reached: fail exits
     if (why := check_name(chosen)) is not None:
         flag = "--name" if name else f"--preset {preset} (its name)"
-        _fail(f"{flag} {chosen!r}: {why}; give --name")
+        fail(f"{flag} {chosen!r}: {why}; give --name")
     if image is not None and (not image or any(c.isspace() for c in image)):
-        _fail(f"--image {image!r}: give REPOSITORY[:TAG], e.g. registry:5000/dualpath-testbed:v1")
+        fail(f"--image {image!r}: give REPOSITORY[:TAG], e.g. registry:5000/dualpath-testbed:v1")
     t = Target(preset, tuple(sets), chosen, runtime, locust_workers,
                deadline or SIM_DEADLINE_S, image)  # fmt: skip
     default_out, default_base = t.defaults
     out_s = str(out) if out is not None else default_out
     base_s = str(base) if base is not None else default_base
     if not (Path(base_s) / "kustomization.yaml").is_file():
-        _fail(f"--base {base_s}: no kustomization.yaml there; run from the repository root "
+        fail(f"--base {base_s}: no kustomization.yaml there; run from the repository root "
               "or give --base PATH/k8s/" + ("sim" if runtime == "sim" else "base"))  # fmt: skip
     return dataclasses.replace(t, out=out_s, base=base_s)
 
@@ -91,7 +92,6 @@ def k8s(
     ] = False,
 ) -> None:
     """Write the kustomize overlay of a scenario: replicas from its topology, sized pods."""
-    from dualpath.cli import _fail, check_out_path, validate
     from dualpath.config.presets import ConfigError, resolve
     from dualpath.deploy.k8s import command, differences, overlay_files, scenario_text
 
@@ -101,22 +101,22 @@ def k8s(
     # scenario that no pod runs.
     env = sorted(k for k in os.environ if k.upper().startswith("DP_"))
     if env:
-        _fail(f"environment {env[0]}: deploy k8s writes what the files say; unset DP_* "
+        fail(f"environment {env[0]}: deploy k8s writes what the files say; unset DP_* "
               "variables and give overrides with --set")  # fmt: skip
     try:
         sc = resolve(preset, {}, list(t.sets))
         validate(sc)
         scenario_text(t)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except (ValueError, KeyError, OSError) as exc:  # unknown model/policy, bad topology
-        _fail(f"--preset {preset}: {exc}")
+        fail(f"--preset {preset}: {exc}")
     files = overlay_files(t, sc)
     folder = Path(t.out)
     if check:
         problems = differences(files, folder)
         if problems:
-            _fail(f"{'; '.join(problems)}: regenerate with `{command(t)}`", code=1)
+            fail(f"{'; '.join(problems)}: regenerate with `{command(t)}`", code=1)
         typer.echo(f"{folder}: up to date")
         return
     check_out_path("--out", folder, folder=True)
@@ -149,24 +149,23 @@ def compose(
     """Write the compose file of a scenario (+ monitoring/prometheus.yml, scenario.yaml)."""
     import difflib
 
-    from dualpath.cli import _fail, check_out_path, validate
     from dualpath.config.presets import ConfigError, resolve
     from dualpath.deploy.compose import Target, command, compose_files, default_out
 
     items = tuple(sets or [])
     out_s = str(out) if out is not None else default_out(preset, items)
     if out_s is None:
-        _fail("--out: required with --set (its folder names the variant), e.g. "
+        fail("--out: required with --set (its folder names the variant), e.g. "
               "--out deploy/compose/ds660b-3p5d/docker-compose.yml")  # fmt: skip
-        raise AssertionError  # not reached: _fail exits
+        raise AssertionError  # not reached: fail exits
     # Paths inside the file are relative to the repository root (build context, Grafana).
     if Path(out_s).is_absolute() or ".." in Path(out_s).parts:
-        _fail(f"--out {out_s}: give a path inside the repository, relative to its root")
+        fail(f"--out {out_s}: give a path inside the repository, relative to its root")
     if not Path("Dockerfile").is_file():
-        _fail("deploy compose: no Dockerfile here; run it from the repository root")
+        fail("deploy compose: no Dockerfile here; run it from the repository root")
     env = sorted(k for k in os.environ if k.upper().startswith("DP_"))
     if env:  # the containers see only the files, not this shell's DP_* overrides
-        _fail(f"environment {env[0]}: deploy compose writes what the files say; unset DP_* "
+        fail(f"environment {env[0]}: deploy compose writes what the files say; unset DP_* "
               "variables and give overrides with --set")  # fmt: skip
     t = Target(preset, items, Path(out_s).as_posix())
     try:
@@ -174,9 +173,9 @@ def compose(
         validate(sc)
         files = compose_files(t, sc)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except (ValueError, KeyError, OSError) as exc:  # unknown model/policy, bad topology
-        _fail(f"--preset {preset}: {exc}")
+        fail(f"--preset {preset}: {exc}")
     if check:
         diff: list[str] = []
         for name, text in files.items():
@@ -187,7 +186,7 @@ def compose(
                                          f"{name} (committed)", f"{name} (generated)")  # fmt: skip
         if diff:
             typer.echo("".join(diff), nl=False)
-            _fail(f"{', '.join(files)}: differ from the generator; regenerate with "
+            fail(f"{', '.join(files)}: differ from the generator; regenerate with "
                   f"`{command(t)}`", code=1)  # fmt: skip
         typer.echo(f"{t.out}: up to date")
         return
@@ -196,7 +195,7 @@ def compose(
         try:
             Path(name).write_text(text, encoding="utf-8")
         except OSError as exc:
-            _fail(f"--out {t.out}: cannot write {name} ({exc.strerror or exc})")
+            fail(f"--out {t.out}: cannot write {name} ({exc.strerror or exc})")
         typer.echo(f"wrote {name}")
     where = "" if t.folder == Path(".") else f" -f {t.out}"
     typer.echo(f"run: docker compose{where} up -d")

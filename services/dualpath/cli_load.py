@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperCommand
 
-from dualpath.cli_cluster import SPEEDUP_HELP
+from dualpath.cli_common import SPEEDUP_HELP, fail, validate
 
 TRACE_FLAGS = {  # flag -> setting it stands for
     "source": "workload.source",
@@ -32,17 +32,13 @@ class OneLineErrors(TyperCommand):
             # click's UsageError family (exit code 2); typer vendors click, so match by shape
             if getattr(exc, "exit_code", None) != 2 or not hasattr(exc, "format_message"):
                 raise
-            from dualpath.cli import _fail
-
-            _fail(f"{exc.format_message()} (see dualpath load --help)")
+            fail(f"{exc.format_message()} (see dualpath load --help)")
             raise
 
 
 def _check(ok: bool, message: str) -> None:
     if not ok:
-        from dualpath.cli import _fail
-
-        _fail(message)
+        fail(message)
 
 
 def _validate_flags(f: dict[str, Any]) -> None:
@@ -68,7 +64,6 @@ def _validate_flags(f: dict[str, Any]) -> None:
 
 
 def _scenario(preset: str, sets: list[str], f: dict[str, Any]) -> Any:
-    from dualpath.cli import _fail, validate
     from dualpath.config.presets import ConfigError, resolve
 
     flags: dict[str, Any] = {}
@@ -79,7 +74,7 @@ def _scenario(preset: str, sets: list[str], f: dict[str, Any]) -> Any:
         sc = resolve(preset, flags, sets)
         validate(sc)
     except (ConfigError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     return sc
 
 
@@ -148,10 +143,9 @@ def load(
     Starts a local cluster (as `dualpath up`) unless --host is given. Sessions arrive as a
     Poisson process at --aps (or --users run in a closed loop); see docs/loadgen.md."""
     f = dict(locals())  # every flag by name, before any local import adds names
-    from dualpath.cli import _fail
-    from dualpath.cli_cluster import _up_options
+    from dualpath.cli_cluster import up_options
+    from dualpath.launcher.load import LoadSpec, run_load
     from dualpath.loadgen.command import LocustRun
-    from dualpath.loadgen.drive import LoadSpec, run_load
     from dualpath.loadgen.options import OptionError, parse_options
 
     sets = list(set_ or [])
@@ -164,10 +158,10 @@ def load(
     try:
         parse_options(options)  # the locustfile's own checks, before anything starts
     except OptionError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     up = None
     if host is None:
-        up = _up_options(out / "cluster", http_port, speedup or 1.0, real_payload, redis_url)
+        up = up_options(out / "cluster", http_port, speedup or 1.0, real_payload, redis_url)
     run = LocustRun(
         host or "",
         options,
@@ -184,9 +178,9 @@ def load(
 def _announce(run: Any, cl: Any) -> None:
     console = Console()
     if cl is not None:
-        from dualpath.cli_cluster import _endpoint_table
+        from dualpath.cli_cluster import endpoint_table
 
-        console.print(_endpoint_table(cl))
+        console.print(endpoint_table(cl))
     if run.headless:
         console.print(f"Locust (headless) -> {run.host}", highlight=False)
     else:
@@ -200,7 +194,6 @@ def _announce(run: Any, cl: Any) -> None:
 
 
 def _report(outcome: Any, headless: bool, out: Path, host: str | None) -> None:
-    from dualpath.cli import _fail
     from dualpath.loadgen.slo import describe
     from dualpath.report.render import summary_table
 
@@ -216,11 +209,11 @@ def _report(outcome: Any, headless: bool, out: Path, host: str | None) -> None:
     if outcome.locust_exit not in (0, None) and not outcome.interrupted:
         first = p.get("first_error")
         if p.get("failures"):
-            _fail(f"{p['failures']} failed request(s); first: {first}", code=1)
+            fail(f"{p['failures']} failed request(s); first: {first}", code=1)
         detail = f": {first}" if first else " (see its output above)"
-        _fail(f"Locust exited with code {outcome.locust_exit}{detail}", code=1)
+        fail(f"Locust exited with code {outcome.locust_exit}{detail}", code=1)
     if outcome.interrupted and headless:
-        _fail("interrupted (Ctrl-C): Locust and the cluster stopped, reports written", code=130)
+        fail("interrupted (Ctrl-C): Locust and the cluster stopped, reports written", code=130)
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from dualpath.cli_common import fail
+
 
 def _progress(console: Console) -> Progress:
     return Progress(
@@ -55,9 +57,7 @@ def _progress_every_s() -> float:
     except ValueError:
         every = math.nan
     if not (math.isfinite(every) and every > 0):
-        from dualpath.cli import _fail  # (the CLI imports this module)
-
-        _fail(f"${PROGRESS_ENV} {raw!r}: must be a number of wall seconds > 0, e.g. 10")
+        fail(f"${PROGRESS_ENV} {raw!r}: must be a number of wall seconds > 0, e.g. 10")
     return every
 
 

@@ -29,6 +29,7 @@ from dualpath.control import (
     Registry,
     make_client,
 )
+from tests.polling import wait_until_async
 
 
 @pytest.fixture
@@ -80,10 +81,13 @@ async def test_heartbeat_keeps_its_pace_while_redis_hangs(
     await reg.wait_for({"decode": 1}, timeout_s=3)
     os.kill(server.pid, signal.SIGSTOP)  # accepts connections, never answers
     try:
-        await asyncio.sleep(2.5)
-        # every beat gave up after its deadline (0.3 s), not after the 5 s socket timeout
+        # every beat gives up after its deadline (0.3 s), not after the 5 s socket timeout
         # (one stuck call would leave a single attempt in flight for the whole stall)
-        assert is_down(beat.outage) and beat.outage.failures >= 3, beat.outage.failures
+        await wait_until_async(
+            lambda: is_down(beat.outage) and beat.outage.failures >= 3,
+            timeout=2.5,
+            what="three beats given up within 2.5 s of Redis hanging",
+        )
     finally:
         os.kill(server.pid, signal.SIGCONT)
     started = time.monotonic()
@@ -104,8 +108,10 @@ async def test_member_reregisters_on_a_restarted_empty_redis(
     beat.start()
     await reg.wait_for({"decode": 1}, timeout_s=3)
     fresh = restart_on_same_port(server)
-    await asyncio.sleep(1.0)
-    assert beat.running and is_down(beat.outage)
+    await wait_until_async(
+        lambda: is_down(beat.outage), timeout=5, what="the beat to see Redis gone"
+    )
+    assert beat.running
     fresh.start()
     try:
         started = time.monotonic()
@@ -199,7 +205,7 @@ async def test_wait_for_rides_out_a_redis_restart(
     fresh = restart_on_same_port(server)
 
     async def later() -> None:
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # not a wait: Redis comes back while wait_for waits
         fresh.start()
         await reg.register(member("decode0"))
 
@@ -219,7 +225,7 @@ def test_guarded_child_dies_with_its_sigkilled_parent() -> None:
         "from dualpath.control.lifeline import guarded_argv\n"
         f"p = subprocess.Popen(guarded_argv([{sleep!r}, '60']))\n"
         "print(p.pid, flush=True)\n"
-        "time.sleep(60)\n"
+        "time.sleep(60)\n"  # not a wait: the parent lives until the test kills it
     )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     child: psutil.Process | None = None

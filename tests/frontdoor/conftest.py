@@ -38,12 +38,12 @@ class FakeBackend:
             raise self.fail
         self.specs.append(spec)
         request_id = len(self.specs)
-        await asyncio.sleep(self.delay_s)
+        await asyncio.sleep(self.delay_s)  # not a wait: the fake turn's work takes this long
         if first_token is not None:
             first_token()
         if self.gate is not None:
             await self.gate.wait()
-        await asyncio.sleep(self.delay_s)
+        await asyncio.sleep(self.delay_s)  # (the rest of the fake turn's work)
         seen = self.seen_blocks.get(spec.session, 0)
         cached = min(spec.prompt_tokens, seen * self.block_tokens)
         self.seen_blocks[spec.session] = max(seen, spec.prompt_tokens // self.block_tokens)

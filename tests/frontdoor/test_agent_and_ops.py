@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dualpath.frontdoor import NATIVE_SESSION_BASE, BackendBusy
 from tests.frontdoor.conftest import MAX_GEN, MAX_PROMPT, MODEL, Server
+from tests.polling import wait_until_async
 
 pytestmark = pytest.mark.asyncio
 
@@ -101,8 +102,7 @@ async def test_agent_concurrent_turn_of_one_session_is_409(
     server.backend.gate = asyncio.Event()
     body = {"session": "s", "append_tokens": 4, "gen_tokens": 2}
     held = asyncio.create_task(http.post("/v1/agent/turn", json=body))
-    while not server.backend.specs:
-        await asyncio.sleep(0.001)
+    await wait_until_async(lambda: server.backend.specs, 5, 0.001, what="the held turn running")
     err = (await _turn(http, 409, **body))["error"]
     assert err["param"] == "session"
     server.backend.gate.set()

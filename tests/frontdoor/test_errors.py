@@ -10,6 +10,7 @@ from aiohttp import ClientSession
 
 from dualpath.frontdoor import RUNNER_KEY, BackendBusy, BackendUnavailable, BadTurn
 from tests.frontdoor.conftest import MAX_GEN, MAX_PROMPT, MODEL, Server, start
+from tests.polling import wait_until_async
 
 pytestmark = pytest.mark.asyncio
 
@@ -147,8 +148,7 @@ async def test_front_door_inflight_bound_is_429() -> None:
     try:
         async with ClientSession(base_url=srv.base) as http:
             held = asyncio.create_task(http.post("/v1/chat/completions", json=OK_CHAT))
-            while not srv.backend.specs:
-                await asyncio.sleep(0.001)
+            await wait_until_async(lambda: srv.backend.specs, 5, 0.001, what="the held turn")
             async with http.post("/v1/chat/completions", json=OK_CHAT) as r:
                 assert r.status == 429 and r.headers["Retry-After"] == "1"
             srv.backend.gate.set()
@@ -167,8 +167,9 @@ async def test_client_disconnect_mid_stream(server: Server, http: ClientSession)
         assert (await r.content.readline()).startswith(b"data: ")
         r.close()  # hang up after the first token
     server.backend.gate.set()
-    while server.backend.completed < 1:
-        await asyncio.sleep(0.001)
+    await wait_until_async(
+        lambda: server.backend.completed >= 1, 5, 0.001, what="the abandoned turn to complete"
+    )
     async with http.post("/v1/chat/completions", json=OK_CHAT) as ok:
         assert ok.status == 200
         assert (await ok.json())["usage"]["completion_tokens"] == 16

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry
 
 from dualpath.frontdoor import RUNNER_KEY, TurnResult, TurnSpec, make_app
@@ -403,6 +404,17 @@ async def test_shutdown_is_not_a_hang_up() -> None:
         backend, model=MODEL, block_tokens=BLOCK, max_prompt_tokens=64, max_gen_tokens=4,
         registry=registry,
     )  # fmt: skip
+    handler_cancelled = asyncio.Event()
+
+    @web.middleware
+    async def watch(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except asyncio.CancelledError:  # (outermost: every other middleware has seen it)
+            handler_cancelled.set()
+            raise
+
+    app.middlewares.insert(0, watch)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.05)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
@@ -411,7 +423,8 @@ async def test_shutdown_is_not_a_hang_up() -> None:
     writer.write(request("POST", CHAT, json.dumps({"messages": HI}).encode()))
     await wait_until(lambda: backend.specs)
     cleanup = asyncio.create_task(runner.cleanup())
-    await asyncio.sleep(0.2)  # past shutdown_timeout: the handler has been cancelled
+    # past shutdown_timeout the handler is cancelled
+    await asyncio.wait_for(handler_cancelled.wait(), timeout=5)
     assert not registry.get_sample_value("dualpath_http_client_disconnects_total")
     assert backend.cancelled == []
     gate.set()

@@ -35,7 +35,7 @@ class PacedBackend:
     ) -> TurnResult:
         t0 = time.perf_counter()
         self.calls_with_tokens += on_tokens is not None
-        await asyncio.sleep(STEP_S)
+        await asyncio.sleep(STEP_S)  # not a wait: the fake decode's pace is what streams
         if first_token is not None:
             first_token()
         for n in range(2, spec.gen_tokens + 1):

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import socket
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -22,6 +21,7 @@ import redis.asyncio as aioredis
 from dualpath.control import Registry
 from dualpath.launcher.collect import gather_stats
 from dualpath.launcher.local import LocalCluster
+from tests.polling import wait_until
 
 SYSTEM = " ".join(f"rule{i} keep the tool outputs short and cite the file" for i in range(60))
 
@@ -35,15 +35,38 @@ def _get(url: str) -> dict[str, Any]:
     return body
 
 
-async def _agent_turn(cluster: LocalCluster, body: dict[str, Any]) -> dict[str, Any]:
+async def _post_turn(cluster: LocalCluster, body: dict[str, Any]) -> tuple[int, Any]:
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
         url = f"http://{cluster.http_addr}/v1/agent/turn"
         async with http.post(url, json=body) as resp:
-            assert resp.status == 200, await resp.text()
-            result: dict[str, Any] = await resp.json()
-            return result
+            return resp.status, await (resp.json() if resp.status == 200 else resp.text())
+
+
+async def _agent_turn(cluster: LocalCluster, body: dict[str, Any]) -> dict[str, Any]:
+    status, result = await _post_turn(cluster, body)
+    assert status == 200, result
+    return dict(result)
+
+
+def _stored_blocks(cl: LocalCluster) -> int:
+    storage = {"storage": cl.grpc_addrs()["storage"]}
+    return int(asyncio.run(gather_stats(storage))[0]["store"]["stored_blocks"])
+
+
+def _wait_persisted(
+    cl: LocalCluster, before: int, prompt: int, generated: int, cached: int
+) -> None:
+    """The decode engine persists a turn's last filled blocks after its reply has gone out,
+    and the next turn hits only what the store holds: wait until the store has this turn's
+    own blocks (its filled blocks past the prefix it shared, i.e. its hit)."""
+    bt = cl.sc.engine.block_tokens
+    filled = (prompt + generated - 1) // bt  # the newest token has no KV yet
+    want = before + filled - cached // bt
+    wait_until(
+        lambda: _stored_blocks(cl) >= want, timeout=15, what=f"the store to hold {want} blocks"
+    )
 
 
 def _stats(cl: LocalCluster) -> dict[str, dict[str, Any]]:
@@ -70,6 +93,7 @@ def test_openai_client_streams_and_second_turn_hits_cache(cluster: LocalCluster)
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": "list the files"},
     ]
+    before = _stored_blocks(cluster)
     stream = client.chat.completions.create(
         model="ds-27b",
         messages=messages,
@@ -83,11 +107,15 @@ def test_openai_client_streams_and_second_turn_hits_cache(cluster: LocalCluster)
     assert text.strip()
     first_usage = chunks[-1].usage
     assert first_usage is not None and first_usage.completion_tokens == 8
+    assert first_usage.prompt_tokens_details is not None
+    first_cached = first_usage.prompt_tokens_details.cached_tokens or 0
     messages += [
         {"role": "assistant", "content": text},
         {"role": "user", "content": "now open the first one"},
     ]
-    time.sleep(0.5)  # let the decode engine's last block persists land in the store
+    _wait_persisted(
+        cluster, before, first_usage.prompt_tokens, first_usage.completion_tokens, first_cached
+    )
     second = client.chat.completions.create(
         model="ds-27b", messages=messages, max_tokens=4, user="alice"
     )
@@ -134,6 +162,7 @@ def test_prefixes_are_shared_across_users_by_content(cluster: LocalCluster) -> N
     system = "".join(f" {words[i % len(words)]}" for i in range(6018))
     cached = []
     for user, task in (("u1", "fix the parser"), ("u2", "add a test"), ("u3", "write docs")):
+        before = _stored_blocks(cluster)
         r = client.chat.completions.create(
             model="ds-27b",
             messages=[{"role": "system", "content": system}, {"role": "user", "content": task}],
@@ -142,7 +171,9 @@ def test_prefixes_are_shared_across_users_by_content(cluster: LocalCluster) -> N
         )
         assert r.usage is not None and r.usage.prompt_tokens_details is not None
         cached.append(r.usage.prompt_tokens_details.cached_tokens or 0)
-        time.sleep(0.3)  # the decode engine's persists land in the store
+        _wait_persisted(
+            cluster, before, r.usage.prompt_tokens, r.usage.completion_tokens, cached[-1]
+        )
     assert cached[0] == 0
     assert cached[1] >= 64 * 93 and cached[2] >= 64 * 93, cached
 
@@ -158,8 +189,10 @@ def test_prefixes_are_shared_across_users_by_content(cluster: LocalCluster) -> N
         return await _agent_turn(cluster, body)
 
     ids = list(range(1000, 1094))
-    assert asyncio.run(turn(ids))["cached_tokens"] == 0
-    time.sleep(0.3)
+    before = _stored_blocks(cluster)
+    first = asyncio.run(turn(ids))
+    assert first["cached_tokens"] == 0
+    _wait_persisted(cluster, before, first["prompt_tokens"], first["generated_tokens"], 0)
     assert asyncio.run(turn([*ids[:93], 5]))["cached_tokens"] == 64 * 93  # all but the last
 
 
@@ -167,28 +200,29 @@ def test_storage_restart_keeps_every_block_through_the_redis_index(cluster: Loca
     before = _stats(cluster)["storage"]["store"]
     assert before["stored_blocks"] > 0
     cluster.group.restart("storage")
-    deadline = time.monotonic() + 30
-    while True:
+
+    def storage_ready() -> bool:
         cluster.group.check_alive()
         try:
             cluster.members = asyncio.run(_members(cluster))
             storage = next(m for m in cluster.members if m.name == "storage")
-            if _get(f"http://{storage.admin_addr}/healthz")["ready"]:
-                break
+            return bool(_get(f"http://{storage.admin_addr}/healthz")["ready"])
         except (StopIteration, OSError):
-            pass
-        assert time.monotonic() < deadline, "storage did not come back"
-        time.sleep(0.25)
+            return False
+
+    wait_until(storage_ready, timeout=30, interval=0.25, what="the restarted storage ready")
     after = _stats(cluster)["storage"]["store"]
     assert after["restored_blocks"] == before["stored_blocks"] == after["stored_blocks"]
-    time.sleep(2.0)  # the other services pick up the new address from the registry
 
-    async def one_turn() -> dict[str, Any]:
-
+    def one_turn() -> dict[str, Any] | None:
+        """A turn, or None while a service still calls the old storage address (each one
+        reads the registry every TTL/2 and then calls the new one)."""
         body = {"session": "it-0", "append_tokens": 100, "gen_tokens": 4}
-        return await _agent_turn(cluster, body)
+        status, result = asyncio.run(_post_turn(cluster, body))
+        return dict(result) if status == 200 else None
 
-    assert asyncio.run(one_turn())["cached_tokens"] > 0  # served from the restored blocks
+    served = wait_until(one_turn, timeout=15, interval=0.25, what="a turn after the restart")
+    assert served["cached_tokens"] > 0  # served from the restored blocks
 
 
 async def _members(cluster: LocalCluster) -> list[Any]:
@@ -213,14 +247,18 @@ def test_killed_node_expires_from_registry_and_the_rest_stop_gracefully(
         finally:
             await r.aclose()
 
-    deadline = time.monotonic() + 15
-    while "decode0" in asyncio.run(live_names()):
-        assert time.monotonic() < deadline, "decode0's registry entry did not expire"
-        time.sleep(0.25)
-    deadline = time.monotonic() + 10
-    while "decode0" not in _get(f"http://{cluster.http_addr}/healthz")["lost"]:
-        assert time.monotonic() < deadline, "the scheduler did not notice the lost node"
-        time.sleep(0.25)
+    wait_until(
+        lambda: "decode0" not in asyncio.run(live_names()),
+        timeout=15,
+        interval=0.25,
+        what="decode0's registry entry to expire",
+    )
+    wait_until(
+        lambda: "decode0" in _get(f"http://{cluster.http_addr}/healthz")["lost"],
+        timeout=10,
+        interval=0.25,
+        what="the scheduler to notice the lost node",
+    )
     ports = [int(m.grpc_addr.rsplit(":", 1)[1]) for m in cluster.members if m.name != "decode0"]
     killed = cluster.group.stop(grace_s=15)
     assert killed == [], f"needed SIGKILL after SIGTERM: {killed}"

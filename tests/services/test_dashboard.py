@@ -29,6 +29,7 @@ import pytest
 
 from dualpath.launcher.local import LocalCluster, UpOptions
 from dualpath.serving.dashboard import Scrape, link_rates, parse, percentiles
+from tests.polling import wait_until
 from tests.services.conftest import scenario
 
 TOKEN = "dashboard-test-token-0123456789"
@@ -249,5 +250,9 @@ def test_a_dead_node_shows_as_lost_and_the_rest_keeps_updating(tcluster: LocalCl
     assert state == {"prefill0": "ok", "decode0": "lost", "storage": "ok"}, d["nodes"]
     assert took < 2.0, "a dead node must not hold up the dashboard"
     polls = d["polls"]
-    time.sleep(1.5)
-    assert _data(tcluster)["polls"] > polls, "polling stopped after a node died"
+    wait_until(
+        lambda: _data(tcluster)["polls"] > polls,
+        timeout=5,
+        interval=0.1,
+        what="the dashboard to keep polling after a node died",
+    )

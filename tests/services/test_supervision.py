@@ -28,6 +28,7 @@ from dualpath.control import EventLog, Member, RedisServer, Registry
 from dualpath.launcher.local import LocalCluster, UpOptions
 from dualpath.launcher.procs import ClusterStartError, Proc, ProcessGroup, Restart, RestartPolicy
 from dualpath.serving.service import Health, ServiceShell
+from tests.polling import wait_until
 
 from .conftest import scenario
 
@@ -82,9 +83,7 @@ def _events(redis_url: str, run_id: str) -> list[dict[str, Any]]:
 def _wait(what: str, check: Any, timeout_s: float, poll_s: float = 0.1) -> float:
     """Poll `check()` until truthy; returns the seconds it took."""
     start = time.monotonic()
-    while not check():
-        assert time.monotonic() - start < timeout_s, f"{what}: not within {timeout_s} s"
-        time.sleep(poll_s)
+    wait_until(check, timeout_s, poll_s, what=what)
     return time.monotonic() - start
 
 
@@ -110,7 +109,7 @@ def test_services_survive_redis_loss_and_resume_when_it_returns(cluster: LocalCl
         assert [p.name for p in cluster.group.procs if not p.alive] == []
         assert _turn(cluster, f"outage-{turns}") == 200
         turns += 1
-        time.sleep(0.5)
+        time.sleep(0.5)  # not a wait: the outage's turns are paced over its whole length
     code, body = _get(f"http://{cluster.http_addr}/healthz")
     assert code == 503 and body["status"] == "degraded" and not body["redis_reachable"]
     assert any("redis unreachable" in r for r in body["reasons"]), body
@@ -166,8 +165,15 @@ def test_a_crashed_service_is_restarted_and_the_cluster_serves(cluster: LocalClu
     registered_at = time.monotonic()
     # every service reads the registry every ttl/2 = 1.5 s: then they all know the new address
     _wait("scheduler healthy", lambda: _get(f"http://{cluster.http_addr}/healthz")[0] == 200, 15)
-    time.sleep(2.0)
-    assert _turn(cluster, "after-restart") == 200
+    # until every service has read the registry again (every TTL/2) a turn may still go to
+    # the old decode0 address and fail; then the cluster serves
+    attempts = iter(range(100))
+    _wait(
+        "a turn served after the restart",
+        lambda: _turn(cluster, f"after-restart-{next(attempts)}") == 200,
+        timeout_s=15,
+        poll_s=0.25,
+    )
     print(
         f"restart: detected+respawned {rec.restarted_at - killed_at:.2f} s after SIGKILL, "
         f"registered {registered_at - killed_at:.2f} s, turn ok "
@@ -292,17 +298,22 @@ def test_sigkill_of_up_takes_every_child_down(tmp_path: Path) -> None:
 @pytest.mark.timeout(30)
 def test_a_service_without_the_kernel_signal_still_sees_its_parent_go(tmp_path: Path) -> None:
     """The fallback of lifeline.py: poll the parent pid (other systems, lost signals)."""
-    mark = tmp_path / "noticed"
+    mark, ready = tmp_path / "noticed", tmp_path / "watching"
     child = (
         "import asyncio, os, pathlib\n"
         "from dualpath.control.lifeline import watch_parent\n"
         f"done = lambda: pathlib.Path({str(mark)!r}).write_text('yes')\n"
-        "asyncio.run(watch_parent(os.getppid(), done, period_s=0.05))\n"
+        "parent = os.getppid()\n"
+        f"pathlib.Path({str(ready)!r}).write_text('yes')\n"
+        "asyncio.run(watch_parent(parent, done, period_s=0.05))\n"
     )
-    parent = (
-        "import subprocess, sys, time\n"
+    parent = (  # once the child knows its parent, the parent exits without a word
+        "import pathlib, subprocess, sys, time\n"
         f"subprocess.Popen([sys.executable, '-c', {child!r}])\n"
-        "time.sleep(1.0)\n"  # the child is watching; then exit without a word
+        f"ready, deadline = pathlib.Path({str(ready)!r}), time.monotonic() + 10\n"
+        "while not ready.exists() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
     )
     subprocess.run([sys.executable, "-c", parent], timeout=20, check=True)
+    assert ready.exists(), "the child never started watching its parent"
     _wait("the orphan noticed", mark.exists, timeout_s=10, poll_s=0.05)

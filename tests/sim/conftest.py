@@ -10,7 +10,7 @@ from dualpath.runtime.sim import simulate
 
 
 def small(*sets: str, agents: int = 8) -> Scenario:
-    """A seconds-long scenario: DS 27B, 1P1D with 2 GPUs per node, 32K agents."""
+    """A seconds-long scenario: DS 27B, 1P1D with 2 GPUs per node, 32K MaxLen."""
     return resolve("smoke", {"workload": {"agents": agents}}, list(sets))
 
 

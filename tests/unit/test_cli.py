@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from dualpath.cli import app
+from tests.polling import wait_until
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -91,21 +95,53 @@ CTRL_C_CLI = (
 
 
 def test_ctrl_c_stops_a_run_cleanly() -> None:
+    import os
+    import re
     import signal
-    import time
+    import threading
 
     proc = subprocess.Popen(
         # A runner started in the background (`cmd &` without job control) ignores SIGINT
         # and its children inherit that: give the CLI Ctrl-C as a terminal would.
-        [sys.executable, "-c", CTRL_C_CLI, "sim", "--preset", "paper-ds660b-2p4d", "--quiet"],
-        stdout=subprocess.PIPE,
+        [sys.executable, "-c", CTRL_C_CLI, "sim", "--preset", "paper-ds660b-2p4d"],
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "DUALPATH_PROGRESS_S": "0.2"},  # a progress line on stderr
     )
-    time.sleep(8)  # a paper-scale run takes minutes: this lands mid-run, after imports
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    # a paper-scale run takes minutes: once turns complete, the interrupt lands mid-run
+    mid_run = re.compile(r"^sim: [1-9][0-9]*/")
+    wait_until(
+        lambda: any(mid_run.match(line) for line in lines) or proc.poll() is not None,
+        timeout=120,
+        interval=0.1,
+        what="the run's first completed turns",
+    )
+    assert proc.poll() is None, "".join(lines)
     proc.send_signal(signal.SIGINT)
     # generous: on a loaded 2-core machine cancelling a paper-scale run's tasks is slow
-    _, err = proc.communicate(timeout=180)
+    proc.wait(timeout=180)
+    reader.join(timeout=10)
+    err = "".join(lines)
     assert proc.returncode == 130
     assert "interrupted" in err
     assert "Traceback" not in err and "Event loop is closed" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["serve", "bogus"], "ROLE"),
+        (["run", "--speedup", "0"], "--speedup"),
+        (["up", "--http-port", "70000"], "--http-port"),
+        (["run", "--preset", "nope"], "--preset"),
+        (["serve", "storage", "--redis-url", "redis://127.0.0.1:1/0"], "Redis does not answer"),
+    ],
+)
+def test_bad_cluster_input_is_one_line_not_a_traceback(args: list[str], needle: str) -> None:
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code in (1, 2), res.output
+    assert needle in res.output and "Traceback" not in res.output

@@ -38,7 +38,7 @@ import pytest
 import yaml
 
 from dualpath import probe
-from dualpath.cli import validate
+from dualpath.cli_common import validate
 from dualpath.config.presets import load_preset, preset_names, resolve
 from dualpath.config.settings import Scenario
 from dualpath.serving.options import ROLES, ServeOptions

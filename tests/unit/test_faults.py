@@ -1,19 +1,15 @@
 """The fault schedule (parse, targets), degrade on virtual time at exact emulated times,
-the nemesis checker, and the per-attempt buffer reservations of a node."""
+and the nemesis checker."""
 
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 
 from dualpath.config.presets import ConfigError, resolve
-from dualpath.engines.capacity import CapacityPool
 from dualpath.faults import Fault, FaultError, check_targets, parse, parse_all
 from dualpath.faults.checker import ClientRecord, check
 from dualpath.faults.spec import virtual_faults_only
 from dualpath.runtime.sim import simulate
-from dualpath.serving.reservations import Reservations
 
 
 def test_parse_every_kind() -> None:
@@ -124,31 +120,3 @@ def test_checker_catches_each_violation(
 ) -> None:  # fmt: skip
     v = check(records, history, integrity)
     assert not v.ok and v.summary()[field]
-
-
-@pytest.mark.asyncio
-async def test_an_abandoned_attempt_gives_its_buffer_back_and_is_refused_later() -> None:
-    pool = CapacityPool("buf", 100.0)
-    res = Reservations(pool)
-    await pool.acquire(60.0)
-    assert res.hold((1, 0), 60.0)
-    assert res.release((1, 0)) == 60.0 and pool.used == 0.0
-    assert res.release((1, 0)) == 0.0  # idempotent
-    await pool.acquire(10.0)
-    assert not res.hold((1, 0), 10.0) and pool.used == 0.0  # arrived after its release
-    await pool.acquire(5.0)
-    assert res.hold((1, 1), 5.0) and res.take((1, 1)) == 5.0  # the next attempt is its own
-
-
-@pytest.mark.asyncio
-async def test_a_cancelled_waiter_neither_keeps_its_place_nor_leaks_bytes() -> None:
-    pool = CapacityPool("buf", 100.0)
-    await pool.acquire(90.0)
-    waiter = asyncio.ensure_future(pool.acquire(50.0))
-    small = asyncio.ensure_future(pool.acquire(10.0))
-    await asyncio.sleep(0)
-    waiter.cancel()
-    await asyncio.wait_for(small, 1.0)  # the head left: the next one fits at once
-    assert waiter.cancelled() and pool.used == 100.0
-    pool.release(100.0)
-    assert pool.used == 0.0

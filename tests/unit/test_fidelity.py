@@ -11,7 +11,7 @@ import pytest
 
 from dualpath.config.settings import build_scenario
 from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.engines.request import EngineState, NodeState, Request
+from dualpath.entities.request import EngineState, NodeState, Request
 from dualpath.policies.base import Limits
 from dualpath.policies.registry import default_registry
 from dualpath.roofline import Roofline

@@ -6,7 +6,7 @@ import pytest
 
 from dualpath.config.presets import resolve
 from dualpath.engines.hardware import GBPS_TO_BYTES
-from dualpath.engines.request import ReadPath
+from dualpath.entities.request import ReadPath
 from dualpath.roofline import Roofline, load_gpu, load_model
 from dualpath.runtime.cluster import derive_limits
 

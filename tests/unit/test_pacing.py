@@ -84,7 +84,7 @@ async def test_a_cancelled_sender_leaves_the_queue_and_the_next_goes() -> None:
     await p.pace("l", 2, 64 * KIB)
     first = asyncio.ensure_future(p.pace("l", 2, 64 * KIB))
     second = asyncio.ensure_future(p.pace("l", 2, 64 * KIB))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # a yield, not a wait: both sends queue
     first.cancel()
     await second
     assert first.cancelled() and p.wire("l").buckets.waiting() == 0

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from dualpath.engines.request import NodeState, ReadPath, Request
+from dualpath.config.workload_sources import WORKLOAD_SOURCES, WorkloadSource, source_catalog
+from dualpath.entities.request import NodeState, ReadPath, Request
 from dualpath.experiments.base import Experiment, Results, RunSpec, Summary
 from dualpath.experiments.registry import experiment_catalog
 from dualpath.plugins import EXPERIMENTS, GROUPS, POLICIES, PROFILES, Catalog
@@ -29,7 +30,6 @@ from dualpath.policies.registry import (
 from dualpath.roofline import profile_files
 from dualpath.roofline.profile_files import build_shelf, plugin_folders
 from dualpath.roofline.profiles import ProfileError, gpu_names, load_gpu
-from dualpath.workload.sources import WORKLOAD_SOURCES, WorkloadSource, source_catalog
 
 LIMITS = Limits(alpha=100, beta=100, compute_quota_s=0.3, kv_bytes_per_token=10)
 BUILTINS = [cls.name for cls in builtin_policies()]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from dualpath.engines.request import EngineState, NodeState, ReadPath, Request
+from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 from dualpath.policies.base import Limits, quota_batch
 from dualpath.policies.registry import UnknownPolicyError, default_registry
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from dualpath.engines.request import EngineState, NodeState, ReadPath, Request
+from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 from dualpath.policies.base import BatchItem, Limits, SchedulingPolicy, quota_batch
 from dualpath.policies.dualpath import DualPath, Oracle
 from dualpath.policies.registry import default_registry

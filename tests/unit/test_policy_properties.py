@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dualpath.engines.request import EngineState, NodeState, Request
+from dualpath.entities.request import EngineState, NodeState, Request
 from dualpath.policies.base import Limits, prefill_tokens, quota_batch
 from dualpath.policies.dualpath import DualPath
 from dualpath.policies.registry import default_registry

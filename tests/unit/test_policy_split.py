@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from dualpath.config.presets import resolve
-from dualpath.engines.request import NodeState, ReadPath, Request
 from dualpath.engines.scheduler import GlobalScheduler
+from dualpath.entities.request import NodeState, ReadPath, Request
 from dualpath.policies.base import Limits
 from dualpath.policies.registry import default_registry
 from dualpath.policies.split import DualPathSplit, pe_share

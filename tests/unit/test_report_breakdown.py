@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from dualpath.config.presets import resolve
+from dualpath.entities.metrics import RequestRecord
 from dualpath.report.breakdown import STAGES, stage_times, ttft_breakdown
 from dualpath.report.floor import FLOOR_TOLERANCE, FloorModel
-from dualpath.report.metrics import RequestRecord
 from dualpath.report.plots import breakdown_png_name, write_png
 from dualpath.report.render import markdown_report
 from dualpath.roofline import Roofline, load_gpu, load_model

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from dualpath.config.settings import Scenario, build_scenario
+from dualpath.config.workload_sources import build_workload
 from dualpath.workload import TABLE2, Table2Row, trajectory_stats
 from dualpath.workload.arrays import TurnArrays
 from dualpath.workload.shaped import (
@@ -30,7 +31,6 @@ from dualpath.workload.shaped import (
     weka_shaped_trajectories,
 )
 from dualpath.workload.shaped_fit import shaped_stats
-from dualpath.workload.sources import build_workload
 from dualpath.workload.weka_shape import QUANTILE_LEVELS, derive, render
 from dualpath.workload.weka_shape_data import WEKA_SHAPE
 

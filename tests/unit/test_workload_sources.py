@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from dualpath.config.settings import Scenario, build_scenario
+from dualpath.config.workload_sources import WORKLOAD_SOURCES, build_workload
 from dualpath.workload import parse_max_len, synthetic_trajectories
 from dualpath.workload.script import (
     AgentScript,
@@ -20,7 +21,6 @@ from dualpath.workload.script import (
     shift_starts,
     synthetic_workload,
 )
-from dualpath.workload.sources import WORKLOAD_SOURCES, build_workload
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 WEKA = TRACES / "weka_claude_code"
@@ -168,7 +168,8 @@ def test_workload_code_imports_no_async_stack() -> None:
     asyncio, aiohttp or grpc (docs/DESIGN.md §6)."""
     code = (
         "import sys\n"
-        "import dualpath.workload.sources, dualpath.workload.traces, dualpath.workload.script\n"
+        "import dualpath.config.workload_sources, dualpath.workload.traces\n"
+        "import dualpath.workload.script\n"
         "bad = sorted({m.split('.')[0] for m in sys.modules} & {'asyncio', 'aiohttp', 'grpc'})\n"
         "assert not bad, bad\n"
     )
@@ -177,7 +178,7 @@ def test_workload_code_imports_no_async_stack() -> None:
 
 def test_trace_turns_keeps_each_sessions_first_turns() -> None:
     from dualpath.config.presets import resolve
-    from dualpath.workload.sources import build_workload
+    from dualpath.config.workload_sources import build_workload
 
     weka = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "weka_claude_code"
     if not weka.is_dir():

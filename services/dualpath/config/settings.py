@@ -212,7 +212,7 @@ class Workload(_Section):
     def _known_source(cls, v: str) -> str:
         if v == "synthetic":  # the default: settings load without importing the loaders
             return v
-        from dualpath.workload.sources import find_source
+        from dualpath.config.workload_sources import find_source
 
         find_source(v)  # unknown, or a skipped plug-in's name: says which and why
         return v
@@ -220,7 +220,7 @@ class Workload(_Section):
     @model_validator(mode="after")
     def _trace_given(self) -> Workload:
         if self.source != "synthetic" and self.trace is None:
-            from dualpath.workload.sources import find_source
+            from dualpath.config.workload_sources import find_source
 
             if find_source(self.source).needs_trace:
                 raise ValueError(f"source={self.source} needs `trace`: the trace's file or folder")

@@ -10,10 +10,10 @@ from dualpath.blocks import BlockStore, ChainRegistry
 from dualpath.config.settings import Engine, VirtualLanes
 from dualpath.core.clock import Clock
 from dualpath.engines.hardware import Hardware
-from dualpath.engines.request import Request
+from dualpath.entities.metrics import Metrics
+from dualpath.entities.request import Request
 from dualpath.links import Link
 from dualpath.policies.base import SchedulingPolicy
-from dualpath.report.metrics import Metrics
 from dualpath.roofline import Roofline
 
 

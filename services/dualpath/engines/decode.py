@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext, RequestHook
-from dualpath.engines.request import EngineState, Request
+from dualpath.entities.request import EngineState, Request
 from dualpath.links import Link
 from dualpath.policies.base import release_decode
 

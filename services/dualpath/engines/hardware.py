@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dualpath.engines.capacity import CapacityPool
-from dualpath.engines.request import EngineState, NodeState
+from dualpath.entities.request import EngineState, NodeState
 from dualpath.links import Fabric, Link, VlArbitration
 
 GBPS_TO_BYTES = 1e9 / 8  # Gb/s -> bytes/s

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from dualpath.engines.capacity import Join
 from dualpath.engines.context import EngineContext, RequestHook
-from dualpath.engines.request import EngineState, ReadPath, Request
+from dualpath.entities.request import EngineState, ReadPath, Request
 from dualpath.policies.base import BatchItem
 
 Batches = dict[str, list[BatchItem]]

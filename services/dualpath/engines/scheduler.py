@@ -22,7 +22,7 @@ from dualpath.engines.capacity import CapacityError, Join
 from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
-from dualpath.engines.request import EngineState, NodeState, ReadPath, Request
+from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 from dualpath.policies.base import release_prefill
 
 

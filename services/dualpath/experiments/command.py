@@ -16,6 +16,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from dualpath.cli_common import check_out_path, fail
+
 EMIT_TARGETS = ("k8s",)
 DNS_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -30,28 +32,26 @@ def _check_steps(
     k8s_flags: Mapping[str, object],
 ) -> None:
     """The cluster flags, before anything runs: one step at a time, each with its own flags."""
-    from dualpath.cli import _fail
-
     steps = [f for f, on in (("--emit", emit is not None), ("--index", index is not None),
                              ("--collect", collect)) if on]  # fmt: skip
     if len(steps) > 1:
-        _fail(f"{' and '.join(steps)}: give one (--emit writes the Job, its pods run --index, "
+        fail(f"{' and '.join(steps)}: give one (--emit writes the Job, its pods run --index, "
               "--collect summarizes their results)")  # fmt: skip
     if emit is not None and emit not in EMIT_TARGETS:
-        _fail(f"--emit {emit!r}: accepted: {', '.join(EMIT_TARGETS)}")
+        fail(f"--emit {emit!r}: accepted: {', '.join(EMIT_TARGETS)}")
     if index is not None and index < 0:
-        _fail(f"--index must be >= 0 (a run of the stage, 0-based), got {index}")
+        fail(f"--index must be >= 0 (a run of the stage, 0-based), got {index}")
     if stage is not None and stage < 1:
-        _fail(f"--stage must be >= 1 (1 = the experiment's plan), got {stage}")
+        fail(f"--stage must be >= 1 (1 = the experiment's plan), got {stage}")
     if stage is not None and not (emit or index is not None):
-        _fail("--stage: only with --emit or --index (--collect walks every stage itself)")
+        fail("--stage: only with --emit or --index (--collect walks every stage itself)")
     if steps and only is not None:
-        _fail(f"--only: not with {steps[0]} (a Job runs a whole stage; index i is run i)")
+        fail(f"--only: not with {steps[0]} (a Job runs a whole stage; index i is run i)")
     if collect and force:
-        _fail("--force: not with --collect (it runs nothing; re-run an index with --force)")
+        fail("--force: not with --collect (it runs nothing; re-run an index with --force)")
     given = [flag for flag, value in k8s_flags.items() if value is not None]
     if given and emit is None:
-        _fail(f"{given[0]}: only with --emit k8s")
+        fail(f"{given[0]}: only with --emit k8s")
 
 
 def experiment(
@@ -96,32 +96,31 @@ def experiment(
     ] = None,
 ) -> None:
     """Run a named experiment that reproduces a paper figure; resumes where it stopped."""
-    from dualpath.cli import _fail, check_out_path
     from dualpath.experiments import experiments, run_experiment
     from dualpath.experiments.outputs import rows_table
 
     registry = experiments()
     # Flags first, whatever the name: a bad flag is refused the same way for `list` too.
     if jobs is not None and jobs < 1:
-        _fail(f"--jobs must be at least 1, got {jobs}")
+        fail(f"--jobs must be at least 1, got {jobs}")
     if only is not None:
         try:
             re.compile(only)
         except re.error as exc:
-            _fail(f"--only {only!r} is not a regular expression: {exc}")
+            fail(f"--only {only!r} is not a regular expression: {exc}")
     k8s_flags = {"--parallelism": parallelism, "--pvc": pvc, "--image": image}
     _check_steps(emit, index, collect, stage, only, force, k8s_flags)
     if parallelism is not None and parallelism < 1:
-        _fail(f"--parallelism must be at least 1, got {parallelism}")
+        fail(f"--parallelism must be at least 1, got {parallelism}")
     if pvc is not None and not DNS_NAME.match(pvc):
-        _fail(f"--pvc {pvc!r}: a claim name is lowercase letters, digits and '-' (<= 63)")
+        fail(f"--pvc {pvc!r}: a claim name is lowercase letters, digits and '-' (<= 63)")
     if name == "list":
         for key, exp in registry.items():
             typer.echo(f"{key:16s} {exp.title}")
         return
     chosen = registry.get(name)
     if chosen is None:
-        _fail(f"unknown experiment {name!r}; accepted: list, " + ", ".join(registry))
+        fail(f"unknown experiment {name!r}; accepted: list, " + ", ".join(registry))
         return
     check_out_path("--out", out, folder=True)
     console = Console()
@@ -140,10 +139,10 @@ def experiment(
             collect=collect,
         )  # fmt: skip
     except ValueError as exc:  # a bad setting in the plan (e.g. a DP_* environment value)
-        _fail(str(exc))
+        fail(str(exc))
         return
     except KeyboardInterrupt:
-        _fail(f"interrupted; finished runs are kept in {out / name / 'runs'}, "
+        fail(f"interrupted; finished runs are kept in {out / name / 'runs'}, "
               "run the same command again to resume", code=130)  # fmt: skip
         return
     console.print(rows_table(outcome))
@@ -152,7 +151,7 @@ def experiment(
         failed = outcome.failed
         shown = ", ".join(failed[:3]) + (", …" if len(failed) > 3 else "")
         problems = ([f"{len(failed)} run(s) failed ({shown})"] if failed else []) + outcome.problems
-        _fail("; ".join(problems) + " — see summary.md", code=1)
+        fail("; ".join(problems) + " — see summary.md", code=1)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
+from dualpath.cli_common import fail
 from dualpath.experiments.base import Experiment, RunSpec
 from dualpath.experiments.cache import SharedIndex, reuse
 from dualpath.experiments.outputs import Outcome, atomic_write
@@ -21,13 +22,11 @@ MAX_DEFAULT_PARALLELISM = 8
 
 
 def _stage(exp: Experiment, out: Path, quick: bool, stage: int) -> list[RunSpec]:
-    from dualpath.cli import _fail
-
     try:
         return stage_specs(exp, quick, out, stage)
     except ValueError as exc:  # StageError, or a bad setting in the plan (a DP_* value)
-        _fail(str(exc))
-        raise  # not reached: _fail exits
+        fail(str(exc))
+        raise  # not reached: fail exits
 
 
 def run_index(exp: Experiment, out: Path, quick: bool, stage: int, index: int, force: bool,
@@ -35,11 +34,9 @@ def run_index(exp: Experiment, out: Path, quick: bool, stage: int, index: int, f
     """Run run `index` of `stage` into `out/NAME/runs/` (reusing a report already there,
     as the local runner would, unless `force`). Returns the exit code: 1 if the run failed
     (its error file is written; the Job retries the index once)."""
-    from dualpath.cli import _fail
-
     specs = _stage(exp, out, quick, stage)
     if index >= len(specs):
-        _fail(f"--index {index}: stage {stage} of {exp.name}{' (quick)' if quick else ''} has "
+        fail(f"--index {index}: stage {stage} of {exp.name}{' (quick)' if quick else ''} has "
               f"{len(specs)} runs, 0..{len(specs) - 1}")  # fmt: skip
     spec = specs[index]
     outcome = Outcome(exp, quick, 1, out / exp.name)

@@ -1,8 +1,8 @@
 """Scenario and run-key builders shared by the experiments.
 
 Full mode uses the paper presets; quick mode uses tiny scenarios in the spirit of the
-`smoke` preset (DS 27B, 2 GPUs per node, a handful of 32K agents, about a second each) that
-exercise the same code paths but are NOT comparable to the paper.
+`smoke` preset (DS 27B, 2 GPUs per node, a handful of agents at 32K MaxLen, about a second
+each) that exercise the same code paths but are NOT comparable to the paper.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ QUICK_GPUS_PER_NODE = 2
 QUICK_MAX_LEN = "32k"
 QUICK_NOTE = "quick: reduced scenario, not comparable"
 QUICK_SETUP = (
-    "quick mode: DS 27B, 2 GPUs per node, 32K agents, a handful of agents per run "
+    "quick mode: DS 27B, 2 GPUs per node, 32K MaxLen, a handful of agents per run "
     "(reduced scenarios, NOT comparable to the paper)"
 )
 

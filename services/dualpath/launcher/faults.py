@@ -8,7 +8,7 @@ pause SIGSTOP, then SIGCONT: a hung process. An engine node stopped past its hea
 redis-drop SIGSTOP/SIGCONT of the run's own redis-server: every client times out, nothing
       is lost (the history the checker reads survives).
 degrade is not applied here: every node applies it to its own links on its clock
-(faults/links.py), at the exact emulated time.
+(engines/faults.py), at the exact emulated time.
 """
 
 from __future__ import annotations

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dualpath.config.settings import Scenario
+from dualpath.config.workload_sources import build_workload
 from dualpath.core.clock import RealClock
 from dualpath.launcher.collect import gather_stats, process_report, read_history
 from dualpath.launcher.local import LocalCluster, UpOptions, local_cluster
 from dualpath.launcher.workload import drive_agents
 from dualpath.report.build import workload_section
 from dualpath.report.schema import check_report
-from dualpath.runtime.sim import make_workload
 
 Progress = Callable[[int, int], None]
 
@@ -118,7 +118,7 @@ def finish_run(
     t_end = max((row[9] for row in rows), default=t_start)
     extra = {"cluster_wall_s": time.perf_counter() - started, "turns": turns, "killed": killed}
     report = process_report(sc, services, t_start, t_end, wall_s, extra)
-    report["workload"] = workload_section(make_workload(sc))  # what the load replayed
+    report["workload"] = workload_section(build_workload(sc))  # what the load replayed
     report["history"] = history
     if cl.faults is not None:  # what the launcher did, at the emulated times it did it
         report["faults"]["events"] = cl.faults.log + report["faults"]["events"]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from dualpath.engines.request import EngineState, NodeState, ReadPath, Request
+from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 
 # (cached_tokens, new_tokens) pairs of a batch -> predicted attention time, seconds.
 AttentionTime = Callable[[Sequence[tuple[int, int]]], float]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from dualpath.engines.request import EngineState, Request
+from dualpath.entities.request import EngineState, Request
 from dualpath.policies.base import SchedulingPolicy
 
 

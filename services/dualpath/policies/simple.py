@@ -13,7 +13,7 @@ import random
 from collections import deque
 from collections.abc import Sequence
 
-from dualpath.engines.request import EngineState, NodeState, ReadPath, Request
+from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 from dualpath.policies.base import (
     AttentionTime,
     BatchItem,

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from dualpath.engines.request import NodeState, ReadPath, Request
+from dualpath.entities.request import NodeState, ReadPath, Request
 from dualpath.policies.base import SchedulingPolicy
 from dualpath.policies.dualpath import DualPath
 

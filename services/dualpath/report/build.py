@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dualpath.config.workload_sources import build_workload
 from dualpath.engines.hardware import GBPS_TO_BYTES
 from dualpath.report.breakdown import ttft_breakdown
 from dualpath.report.floor import FloorModel, floor_section
 from dualpath.report.plots import WINDOW_S, snic_series
 from dualpath.workload.script import Workload
-from dualpath.workload.sources import build_workload
 from dualpath.workload.traces import infinite_cache_hit
 
 if TYPE_CHECKING:
+    from dualpath.engines.cluster import Cluster
     from dualpath.links import Link
-    from dualpath.runtime.cluster import Cluster
 
 SCHEMA = "dualpath.report/v1"
 SERIES_BUCKET_S = 1.0  # the fabric records link bytes per second of emulated time

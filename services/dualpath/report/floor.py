@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dualpath.report.metrics import RequestRecord
+from dualpath.entities.metrics import RequestRecord
 from dualpath.roofline import Roofline
 from dualpath.workload.script import AgentScript, ScriptTurn, Workload
 

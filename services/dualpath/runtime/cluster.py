@@ -1,54 +1,43 @@
-"""Composition root of the in-process runtime: one Scenario -> one wired cluster.
+"""Composition root of both runtimes: one Scenario -> one wired `Cluster`.
 
-Everything is constructed here and injected; nothing below builds its own collaborators.
+Everything is constructed here and injected; nothing below builds its own collaborators. What
+a runtime needs is handed out, never taken apart: the `Cluster`'s contexts, groups and unit
+factory (engines/cluster.py), and the scheduler class to build (`scheduler=`: the process
+runtime's scheduler process passes its `RemoteScheduler`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
 
 from dualpath.blocks import BlockStore, ChainRegistry, full_block_bytes
 from dualpath.config.settings import Scenario
 from dualpath.core.clock import Clock
+from dualpath.engines.cluster import Cluster, make_units
 from dualpath.engines.context import EngineContext, FaultPlan
 from dualpath.engines.decode import DecodeUnit
+from dualpath.engines.faults import VirtualFaults
 from dualpath.engines.hardware import GBPS_TO_BYTES, GBS_TO_BYTES, Hardware, add_gpu, add_node
 from dualpath.engines.prefill import PrefillUnit
-from dualpath.engines.request import EngineState, NodeState, ReadPath
 from dualpath.engines.scheduler import GlobalScheduler
-from dualpath.faults.links import VirtualFaults
+from dualpath.entities.metrics import Metrics
+from dualpath.entities.request import EngineState, NodeState, ReadPath
 from dualpath.faults.spec import parse_all
 from dualpath.links import Fabric, VlArbitration
-from dualpath.policies.base import Limits, SchedulingPolicy
+from dualpath.policies.base import Limits
 from dualpath.policies.registry import default_registry
 from dualpath.report.build import SERIES_BUCKET_S
-from dualpath.report.metrics import Metrics
 from dualpath.roofline import Roofline, load_gpu, load_model
 
-U = TypeVar("U")
+# (context, prefill groups, decode groups) -> the global scheduler of the run
+SchedulerFactory = Callable[
+    [EngineContext, list[list[EngineState]], list[list[EngineState]]], GlobalScheduler
+]
 
 
 class TopologyError(ValueError):
     """The scenario cannot run (e.g. weights do not fit in HBM)."""
-
-
-@dataclass(slots=True, eq=False)
-class Cluster:
-    scenario: Scenario
-    clock: Clock
-    hw: Hardware
-    metrics: Metrics
-    policy: SchedulingPolicy
-    scheduler: GlobalScheduler
-    prefill_units: list[PrefillUnit]
-    decode_units: list[DecodeUnit]
-    prefill_roofline: Roofline
-    decode_roofline: Roofline
-    limits: Limits
-    faults: VirtualFaults
 
 
 def _groups(n_nodes: int, group_nodes: int) -> list[list[int]]:
@@ -146,7 +135,14 @@ def derive_limits(sc: Scenario, rl: Roofline, mean_context: int, mean_append: in
     return Limits(alpha, beta, quota, kv_token, sc.policy.z_factor, ReadPath(sc.policy.path_tie))
 
 
-def build_cluster(sc: Scenario, clock: Clock, mean_context: int, mean_append: int) -> Cluster:
+def build_cluster(
+    sc: Scenario,
+    clock: Clock,
+    mean_context: int,
+    mean_append: int,
+    *,
+    scheduler: SchedulerFactory = GlobalScheduler,
+) -> Cluster:
     model, gpu = load_model(sc.model), load_gpu(sc.gpu)
     t = sc.topology
     pe_group_gpus = (t.prefill_group_nodes or t.prefill_nodes) * t.gpus_per_node
@@ -202,12 +198,12 @@ def build_cluster(sc: Scenario, clock: Clock, mean_context: int, mean_append: in
         gpus_per_node=t.gpus_per_node,
     )
     de_ctx = dataclasses.replace(pe_ctx, roofline=de_rl)
-    sched = GlobalScheduler(pe_ctx, pe_groups, de_groups)
+    sched = scheduler(pe_ctx, pe_groups, de_groups)
     moe = pe_rl.moe_layers > 0  # EP: the group's GPUs step together
-    pe_units = _units(
+    pe_units = make_units(
         pe_groups, moe, lambda es: PrefillUnit(pe_ctx, es, sched.on_prefilled, sched.on_pe_released)
     )
-    de_units = _units(de_groups, moe, lambda es: DecodeUnit(de_ctx, es, sched.on_decoded))
+    de_units = make_units(de_groups, moe, lambda es: DecodeUnit(de_ctx, es, sched.on_decoded))
     for u in pe_units:
         sched.pe_unit.update({e.engine_id: u for e in u.engines})
     for d in de_units:
@@ -217,16 +213,20 @@ def build_cluster(sc: Scenario, clock: Clock, mean_context: int, mean_append: in
     faults = VirtualFaults(hw, clock)
     faults.schedule(parse_all(sc.faults.schedule))
     return Cluster(
-        sc, clock, hw, metrics, policy, sched, pe_units, de_units, pe_rl, de_rl, limits, faults
+        scenario=sc,
+        clock=clock,
+        hw=hw,
+        metrics=metrics,
+        policy=policy,
+        scheduler=sched,
+        prefill_units=pe_units,
+        decode_units=de_units,
+        prefill_roofline=pe_rl,
+        decode_roofline=de_rl,
+        limits=limits,
+        faults=faults,
+        prefill_ctx=pe_ctx,
+        decode_ctx=de_ctx,
+        prefill_groups=pe_groups,
+        decode_groups=de_groups,
     )
-
-
-def _units(
-    groups: list[list[EngineState]], lockstep: bool, make: Callable[[list[EngineState]], U]
-) -> list[U]:
-    """One unit per EP group (MoE: GPUs step together) or per GPU (dense, DP only)."""
-    units: list[U] = []
-    for group in groups:
-        members = [group] if lockstep else [[e] for e in group]
-        units.extend(make(m) for m in members)
-    return units

@@ -15,8 +15,8 @@ import time
 
 from dualpath.config.settings import Scenario
 from dualpath.core.clock import VirtualClock
+from dualpath.engines.cluster import Cluster
 from dualpath.report.online import StopRule, Window, decide, online_section
-from dualpath.runtime.cluster import Cluster
 from dualpath.runtime.sim import (
     Progress,
     RequestIds,

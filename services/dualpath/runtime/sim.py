@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dualpath.config.settings import Scenario
+from dualpath.config.workload_sources import build_workload
 from dualpath.core.clock import VirtualClock, VirtualTimeLoop
-from dualpath.engines.request import Request
+from dualpath.engines.cluster import Cluster
+from dualpath.entities.request import Request
 from dualpath.report.build import build_report, workload_section
 from dualpath.report.schema import check_report
-from dualpath.runtime.cluster import Cluster, build_cluster
+from dualpath.runtime.cluster import build_cluster
 from dualpath.workload import Trajectory, parse_max_len, synthetic_trajectories
-from dualpath.workload.script import AgentScript, Workload
-from dualpath.workload.sources import build_workload
+from dualpath.workload.script import AgentScript, Workload, mean_shape
 
 Progress = Callable[[int, int], None]  # (done, total): turns offline, emulated s online
 
@@ -45,18 +46,6 @@ def make_trajectories(sc: Scenario, n_agents: int | None = None) -> list[Traject
 def make_workload(sc: Scenario, n_agents: int | None = None) -> Workload:
     """The scenario's agent scripts: synthetic (Table 2) or a trace (`workload.source`)."""
     return build_workload(sc, n_agents)
-
-
-def mean_shape(scripts: Sequence[AgentScript]) -> tuple[int, int]:
-    """Mean prompt context and mean append per request: the shape β is profiled at."""
-    n = ctx_sum = app_sum = 0
-    for script in scripts:
-        for turn in script.turns:
-            append = min(turn.append, turn.prompt)
-            ctx_sum += turn.prompt - append
-            app_sum += append
-            n += 1
-    return (ctx_sum // max(1, n), app_sum // max(1, n))
 
 
 class RequestIds:

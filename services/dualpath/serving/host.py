@@ -205,8 +205,8 @@ async def _start_http(app: web.Application, opts: ServeOptions) -> tuple[web.App
         raise StartupError(
             f"port {host}:{port} is not free ({exc.strerror}); pick another"
         ) from None
-    server: Any = site._server  # aiohttp keeps the bound socket here (port 0 -> real port)
-    bound = server.sockets[0].getsockname()[1] if server is not None else port
+    addresses = runner.addresses  # the bound sockets' names: port 0 -> the real port
+    bound = addresses[0][1] if addresses else port
     return runner, f"{host}:{bound}"
 
 

@@ -20,7 +20,7 @@ from dualpath.config.settings import Scenario
 from dualpath.core.clock import RealClock
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
-from dualpath.engines.request import EngineState, Request
+from dualpath.entities.request import EngineState, Request
 from dualpath.logs import event
 from dualpath.rpc.v1 import kv_pb2, node_pb2, node_pb2_grpc, scheduler_pb2
 from dualpath.serving import payload
@@ -53,9 +53,8 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
             raise ValueError(f"--node {opts.node}: the scenario has no node {self.name!r}")
         self.node_hw = cluster.hw.nodes[self.name]
         self.mover = DistributedMover(self.name, cluster.hw.fabric, self._charge_remote, self.fail)
-        base = cluster.scheduler.ctx if opts.role == "prefill" else cluster.decode_units[0].ctx
-        self.ctx = dataclasses.replace(base, transport=self.mover)
-        groups = cluster.scheduler.pe_groups + cluster.scheduler.de_groups
+        self.ctx = dataclasses.replace(cluster.context(opts.role), transport=self.mover)
+        groups = cluster.groups("prefill") + cluster.groups("decode")
         self.engines: dict[str, EngineState] = {e.engine_id: e for g in groups for e in g}
         self.io = NodeIo(self)
         self.pacer = node_pacer(cluster.hw.fabric.links, opts.real_payload, opts.dilation)
@@ -68,16 +67,19 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self._tasks: set[asyncio.Task[None]] = set()
 
     def _build_units(self) -> list[Unit]:
-        sched = self.world.cluster.scheduler
-        groups = sched.pe_groups if self.opts.role == "prefill" else sched.de_groups
-        mine = [[e for e in g if e.node.name == self.name] for g in groups]
-        lockstep = self.ctx.roofline.moe_layers > 0
-        members = [m for g in mine if g for m in ([g] if lockstep else [[e] for e in g])]
-        if self.opts.role == "prefill":
-            return [PrefillUnit(self.ctx, es, self._prefilled, self._released) for es in members]
-        return [
-            RemoteDecodeUnit(self.ctx, es, self._decoded, self.io, self._decoding) for es in members
-        ]
+        """This node's units only, grouped as the whole cluster's, with this process's hooks."""
+        cluster, role = self.world.cluster, self.opts.role
+        if role == "prefill":
+            return cluster.units_on(
+                role,
+                self.name,
+                lambda es: PrefillUnit(self.ctx, es, self._prefilled, self._released),
+            )
+        return cluster.units_on(
+            role,
+            self.name,
+            lambda es: RemoteDecodeUnit(self.ctx, es, self._decoded, self.io, self._decoding),
+        )
 
     def add_to(self, server: grpc.aio.Server) -> None:
         node_pb2_grpc.add_NodeServicer_to_server(self, server)

@@ -12,7 +12,7 @@ import grpc
 from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext, RequestHook
 from dualpath.engines.decode import DecodeUnit, ProgressHook
-from dualpath.engines.request import EngineState
+from dualpath.entities.request import EngineState
 from dualpath.logs import event
 from dualpath.rpc.v1 import kv_pb2, node_pb2
 from dualpath.serving import payload, retry

@@ -15,8 +15,8 @@ from abc import abstractmethod
 
 import grpc
 
-from dualpath.engines.request import Request
 from dualpath.engines.scheduler import GlobalScheduler
+from dualpath.entities.request import Request
 from dualpath.logs import event
 from dualpath.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import node_pb2

@@ -17,7 +17,7 @@ import grpc
 
 from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext
-from dualpath.engines.request import EngineState, ReadPath, Request
+from dualpath.entities.request import EngineState, ReadPath, Request
 from dualpath.logs import event
 from dualpath.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2

@@ -4,6 +4,7 @@ the registry watch, and the HTTP front door (OpenAI-compatible + native agent tu
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from dualpath.config.settings import Scenario
 from dualpath.control import EventLog, Member
 from dualpath.core.clock import RealClock
 from dualpath.engines.capacity import CapacityError
-from dualpath.engines.request import Request
+from dualpath.entities.request import Request
 from dualpath.frontdoor import (
     BackendBusy,
     BackendUnavailable,
@@ -52,11 +53,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         self.opts, self.world, self.clock = opts, world, clock
         self.name = "scheduler"
         self.owned_links = []
-        c = world.cluster
-        c.scheduler.stop()
-        self.sched = RemoteScheduler(
-            c.scheduler.ctx, c.scheduler.pe_groups, c.scheduler.de_groups, opts
-        )
+        self.sched = _remote(world)
         self.sched.fatal.add_done_callback(self._on_fatal)
         self.sched.on_done = self._record_done
         self._rids = itertools.count(1)
@@ -351,7 +348,23 @@ async def make_scheduler(
 ) -> ServiceShell:
     events = EventSink(EventLog(r, opts.run_id, "scheduler"))
     events.start()
-    return SchedulerShell(opts, build_world(sc, clock, "scheduler"), clock, events)
+    return SchedulerShell(opts, scheduler_world(sc, clock, opts), clock, events)
+
+
+def scheduler_world(sc: Scenario, clock: RealClock, opts: ServeOptions) -> World:
+    """The scheduler process's world: the composition root builds its `RemoteScheduler`
+    (the core's placement, requests moved over gRPC) in place of the core's scheduler."""
+    return build_world(sc, clock, "scheduler", functools.partial(RemoteScheduler, opts=opts))
+
+
+def _remote(world: World) -> RemoteScheduler:
+    sched = world.cluster.scheduler
+    if not isinstance(sched, RemoteScheduler):  # a wiring mistake, not an input error
+        raise TypeError(
+            "SchedulerShell: the world's scheduler is the core's GlobalScheduler; build the "
+            "world with scheduler_world(sc, clock, opts)"
+        )
+    return sched
 
 
 def _failed(req: Request, why: str) -> None:

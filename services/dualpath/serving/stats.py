@@ -13,11 +13,11 @@ from typing import Any
 import msgpack  # type: ignore[import-untyped]
 
 from dualpath.core.clock import RealClock
-from dualpath.engines.request import Request
+from dualpath.engines.cluster import Cluster
+from dualpath.entities.metrics import Integrity, Metrics, RequestRecord
+from dualpath.entities.request import Request
 from dualpath.links import Link
 from dualpath.links.snapshot import restore, snapshot
-from dualpath.report.metrics import Integrity, Metrics, RequestRecord
-from dualpath.runtime.cluster import Cluster
 from dualpath.serving.prom import lag_summary
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from dualpath.blocks import BlockRange, ChainRegistry
 from dualpath.blocks.chain import Fork
-from dualpath.engines.request import EngineState, ReadPath, Request
+from dualpath.entities.request import EngineState, ReadPath, Request
 from dualpath.rpc.v1 import kv_pb2, node_pb2
 
 _PATH_TO_WIRE = {ReadPath.PE: node_pb2.READ_PATH_PE, ReadPath.DE: node_pb2.READ_PATH_DE}

@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dualpath.config.settings import Scenario
+from dualpath.config.workload_sources import build_workload
 from dualpath.core.clock import Clock
+from dualpath.engines.cluster import Cluster
+from dualpath.engines.scheduler import GlobalScheduler
 from dualpath.links import Link
-from dualpath.runtime.cluster import Cluster, build_cluster
-from dualpath.runtime.sim import make_workload, mean_shape
+from dualpath.runtime.cluster import SchedulerFactory, build_cluster
 from dualpath.serving.mover import owner_of
+from dualpath.workload.script import mean_shape
 
 
 @dataclass(slots=True)
@@ -21,11 +24,14 @@ class World:
         return [ln for ln in self.cluster.hw.fabric.links.values() if owner_of(ln.name) == self.me]
 
 
-def build_world(sc: Scenario, clock: Clock, me: str) -> World:
+def build_world(
+    sc: Scenario, clock: Clock, me: str, scheduler: SchedulerFactory = GlobalScheduler
+) -> World:
     """The limits (α, β) depend on the scenario's workload shape, as in `dualpath sim`, so
-    every process derives the same ones."""
-    ctx, app = mean_shape(make_workload(sc).scripts)
-    cluster = build_cluster(sc, clock, ctx, app)
+    every process derives the same ones. `scheduler`: the class the scheduler process runs
+    (its `RemoteScheduler`); every other process keeps the core's, idle."""
+    ctx, app = mean_shape(build_workload(sc).scripts)
+    cluster = build_cluster(sc, clock, ctx, app, scheduler=scheduler)
     if me != "scheduler":
         cluster.scheduler.stop()  # only the scheduler process schedules
     return World(cluster, me)

@@ -1,7 +1,7 @@
 """What every runtime replays, whatever produced it: per-session scripts of turns.
 
 A `Workload` is the common form of the synthetic Table 2 generator and of trace replay
-(`dualpath.workload.traces`), built by `dualpath.workload.sources.build_workload`. Each
+(`dualpath.workload.traces`), built by `dualpath.config.workload_sources.build_workload`. Each
 `AgentScript` is one session; each `ScriptTurn` is one request with everything a runtime
 needs to replay it either way:
 
@@ -149,6 +149,19 @@ def first_turns(workload: Workload, n: int) -> Workload:
         scripts=scripts,
         description=f"{workload.description}; first {n} turns each ({kept} requests)",
     )
+
+
+def mean_shape(scripts: Sequence[AgentScript]) -> tuple[int, int]:
+    """Mean prompt context and mean append per request: the shape β is profiled at (every
+    runtime derives the scheduler's limits from it, so they agree)."""
+    n = ctx_sum = app_sum = 0
+    for script in scripts:
+        for turn in script.turns:
+            append = min(turn.append, turn.prompt)
+            ctx_sum += turn.prompt - append
+            app_sum += append
+            n += 1
+    return (ctx_sum // max(1, n), app_sum // max(1, n))
 
 
 def _time_ok(x: float) -> bool:

@@ -1,4 +1,4 @@
-"""Admission control: 429 once the oldest admitted turn has waited past the bound."""
+"""serving/admission.py: 429 once the oldest admitted turn has waited past the bound."""
 
 from __future__ import annotations
 

@@ -6,6 +6,10 @@
 packages add more (entry-point group `dualpath.workload_sources`, docs/plugins.md). Both
 runtimes and the Locust load generator call `build_workload`, so they replay the same scripts.
 Pure (no asyncio): the Locust process imports it.
+
+It lives in `config`, above `workload`, because the settings check `workload.source` against
+it and a source's `build` takes the `Scenario`: the workload package itself stays free of
+the settings (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dualpath.workload.table2 import parse_max_len
 from dualpath.workload.traces.registry import load_trace
 from dualpath.workload.trajectory import Trajectory
 
-if TYPE_CHECKING:  # settings validates source names against this module: no import cycle
+if TYPE_CHECKING:  # settings import this module only when they check a source's name
     from dualpath.config.settings import Scenario
 
 

@@ -7,7 +7,7 @@ appends and generations scaled down, no think time), so each turn costs little e
 time and the rate is bounded by CPU: the client's (Locust is gevent, one core per process)
 or the server's (five service processes). The verdict compares CPU use over the window:
 a Locust process near one full core means the client is the limit; otherwise the cluster.
-Run as `python -m dualpath.loadgen.bench`; asyncio-free (Locust runs as a subprocess).
+Run as `python -m dualpath.launcher.load_bench`; asyncio-free (Locust runs as a subprocess).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 import psutil
 
 from dualpath.config.presets import resolve
+from dualpath.config.workload_sources import build_workload
 from dualpath.launcher.local import LocalCluster, UpOptions, local_cluster
 from dualpath.loadgen.command import LocustProcess, LocustRun
-from dualpath.workload.sources import build_workload
 
 SHORT_TURNS = ["workload.max_len=32k", "workload.append_scale=0.1", "workload.gen_scale=0.15"]
 CLIENT_SATURATED = 0.85  # of one core per Locust process: gevent runs on one thread

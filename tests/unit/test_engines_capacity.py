@@ -1,3 +1,5 @@
+"""engines/capacity.py: a FIFO byte pool (DRAM buffers, HBM) and a join of completions."""
+
 from __future__ import annotations
 
 import asyncio
@@ -45,3 +47,17 @@ def test_join_waits_for_all() -> None:
         return clock.now()
 
     assert run_virtual(main) == 3.0
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_waiter_neither_keeps_its_place_nor_leaks_bytes() -> None:
+    pool = CapacityPool("buf", 100.0)
+    await pool.acquire(90.0)
+    waiter = asyncio.ensure_future(pool.acquire(50.0))
+    small = asyncio.ensure_future(pool.acquire(10.0))
+    await asyncio.sleep(0)  # a yield, not a wait: both acquires queue behind the 90
+    waiter.cancel()
+    await asyncio.wait_for(small, 1.0)  # the head left: the next one fits at once
+    assert waiter.cancelled() and pool.used == 100.0
+    pool.release(100.0)
+    assert pool.used == 0.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dualpath.engines.request import ReadPath, Request
+from dualpath.entities.request import ReadPath, Request
 
 
 @dataclass(slots=True)

@@ -1,0 +1,214 @@
+"""The import graph between dualpath's packages, and the layer contract it must keep.
+
+`python -m dualpath.layers` prints every edge between packages (and top-level modules such
+as `cli.py`), then "no cycle" or each cycle, then the declared layers, and exits 1 on a
+violation: a cycle, an import of a node in the same or a higher layer, a node no layer
+declares, or the model importing a runtime. Every import counts, the ones under
+`if TYPE_CHECKING:` and inside functions included: a type-only import is still a dependency
+a reader has to follow. docs/architecture.md explains the layers; tests/unit/test_layers.py
+runs the contract in CI.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+PACKAGE = "dualpath"
+ROOT_NODE = "__init__"  # the package's own __init__.py
+
+# Bottom first. A node may import only nodes of the layers below its own: siblings in one
+# layer stay independent, so moving one never drags another along.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("entities", "plugins", "logs", "rpc", ROOT_NODE),  # records, plug-in loader, logging, stubs
+    ("core",),  # clocks
+    ("blocks", "links", "faults"),  # KV blocks, the link fabric, the fault schedule grammar
+    ("roofline", "workload"),  # compute model, agent scripts and traces
+    ("config",),  # the scenario, checked against the profile and workload names below it
+    ("policies",),  # scheduling decisions (pure)
+    ("engines",),  # prefill/decode units, the global scheduler, the wired Cluster
+    ("report",),  # the report from a finished Cluster
+    ("runtime",),  # composition root and the virtual-time runtime
+    ("control", "frontdoor", "deploy", "containers"),  # Redis control plane, HTTP, manifests
+    ("serving",),  # the process runtime's services
+    ("loadgen",),  # Locust load generation (the client side)
+    ("launcher",),  # local clusters of processes: up, run, load
+    ("cli_common",),  # what every command shares: one-line errors, output paths, validate
+    ("experiments", "cli_progress"),
+    ("cli_calibrate", "cli_cluster", "cli_containers", "cli_deploy", "bench", "probe", "layers"),
+    ("cli_load",),  # starts a local cluster as `up` does (cli_cluster)
+    ("cli",),
+    ("__main__",),
+)
+
+# The emulated system itself: what both runtimes share. It never imports a runtime, so the
+# same objects run on virtual time and as processes.
+MODEL = frozenset(
+    {"entities", "core", "blocks", "links", "faults", "roofline", "workload", "config"}
+    | {"policies", "engines"}
+)
+RUNTIMES = frozenset(
+    {"runtime", "serving", "control", "frontdoor", "launcher", "loadgen", "experiments"}
+    | {"containers", "bench", "__main__"}
+)
+
+Graph = Mapping[str, frozenset[str]]
+
+
+def is_runtime(node: str) -> bool:
+    return node in RUNTIMES or node.startswith("cli")
+
+
+def nodes_of(root: Path) -> dict[str, list[Path]]:
+    """Each node (a subpackage, or a top-level module) and its Python files."""
+    out: dict[str, list[Path]] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        node = rel.parts[0] if len(rel.parts) > 1 else path.stem
+        out.setdefault(node, []).append(path)
+    return out
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = [PACKAGE, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _targets(stmt: ast.stmt, module: str, is_package: bool, nodes: Iterable[str]) -> set[str]:
+    """The nodes one import statement names, relative imports resolved against `module`."""
+    if isinstance(stmt, ast.Import):
+        found = {_target(alias.name, nodes) for alias in stmt.names}
+    elif isinstance(stmt, ast.ImportFrom):
+        base = stmt.module or ""
+        if stmt.level:
+            anchor = module.split(".")
+            anchor = anchor[: len(anchor) - stmt.level + (1 if is_package else 0)]
+            base = ".".join([*anchor, base] if base else anchor)
+        # `from dualpath import cli` names the node cli; `from dualpath.x import y`, x
+        found = {_target(f"{base}.{a.name}", nodes) or _target(base, nodes) for a in stmt.names}
+    else:
+        return set()
+    return {t for t in found if t is not None}
+
+
+def _target(name: str, nodes: Iterable[str]) -> str | None:
+    parts = name.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    if len(parts) == 1:
+        return ROOT_NODE
+    return parts[1] if parts[1] in nodes else None
+
+
+def import_graph(root: Path) -> dict[str, frozenset[str]]:
+    """node -> the other nodes it imports, for the package whose folder is `root`."""
+    nodes = nodes_of(root)
+    graph: dict[str, frozenset[str]] = {}
+    for node, files in nodes.items():
+        found: set[str] = set()
+        for path in files:
+            module = _module_name(root, path)
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            for stmt in ast.walk(tree):
+                if isinstance(stmt, ast.Import | ast.ImportFrom):
+                    found |= _targets(stmt, module, path.name == "__init__.py", nodes)
+        graph[node] = frozenset(found - {node})
+    return graph
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members: list[str] = []
+            while not members or members[-1] != v:
+                members.append(stack.pop())
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def shortest_cycle(graph: Graph, members: Sequence[str]) -> str:
+    """The shortest import cycle through any of `members`, as `a -> b -> a`."""
+    found: list[list[str]] = [p for p in (_path_back(graph, members, v) for v in members) if p]
+    shortest: list[str] = min(found, key=len) if found else []
+    return " -> ".join(shortest)
+
+
+def _path_back(graph: Graph, members: Sequence[str], start: str) -> list[str]:
+    """The shortest path start -> ... -> start inside `members` (breadth first)."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for v in frontier:
+            for w in sorted(graph.get(v, ())):
+                if w == start:
+                    return [*paths[v], start]
+                if w in members and w not in paths:
+                    paths[w] = [*paths[v], w]
+                    following.append(w)
+        frontier = following
+    return []
+
+
+def violations(graph: Graph, layers: Sequence[Sequence[str]] = LAYERS) -> list[str]:
+    """Every way `graph` breaks the contract, one line each (empty: it keeps it)."""
+    level = {node: i for i, layer in enumerate(layers) for node in layer}
+    out = [f"cycle among {', '.join(c)}: e.g. {shortest_cycle(graph, c)}" for c in cycles(graph)]
+    for node in sorted(set(graph) - set(level)):
+        out.append(f"{node}: in no layer; add it to LAYERS in dualpath/layers.py")
+    for src in sorted(graph):
+        for dst in sorted(graph[src]):
+            if src in MODEL and is_runtime(dst):
+                out.append(f"{src} -> {dst}: the model imports a runtime")
+            elif src in level and dst in level and level[dst] >= level[src]:
+                where = "the same layer" if level[dst] == level[src] else "a higher layer"
+                out.append(f"{src} -> {dst}: imports from {where} ({level[src]} -> {level[dst]})")
+    return out
+
+
+def render(graph: Graph, layers: Sequence[Sequence[str]] = LAYERS) -> str:
+    edges = sum(len(v) for v in graph.values())
+    lines = [f"import graph of {PACKAGE}: {len(graph)} nodes, {edges} edges (every import)"]
+    lines += [f"  {src} -> {', '.join(sorted(graph[src]))}" for src in sorted(graph) if graph[src]]
+    found = cycles(graph)
+    lines.append("no cycle" if not found else f"{len(found)} cycle(s):")
+    lines += [f"  among {', '.join(c)}: e.g. {shortest_cycle(graph, c)}" for c in found]
+    lines.append("layers, bottom first (a node imports only from the layers below it):")
+    lines += [f"  {i:2d}  {', '.join(layer)}" for i, layer in enumerate(layers)]
+    problems = violations(graph, layers)
+    lines.append("contract: ok" if not problems else f"contract: {len(problems)} violation(s)")
+    lines += [f"  {p}" for p in problems]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    root = Path(args[0]) if args else Path(__file__).resolve().parent
+    graph = import_graph(root)
+    print(render(graph))
+    return 1 if violations(graph) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""serving/node.py, in process: a decode node's RPCs refuse what is not theirs (an engine of
+another node, a link it does not own, a payload of the wrong size) and an attempt the
+scheduler abandoned, whose buffer `Release` gave back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
+
+import grpc
+import pytest
+
+from dualpath.core.clock import RealClock
+from dualpath.entities.request import Request
+from dualpath.rpc.v1 import kv_pb2, node_pb2
+from dualpath.serving import payload
+from dualpath.serving.node import NodeShell
+from dualpath.serving.options import ServeOptions
+from dualpath.serving.wire import request_to_wire
+from dualpath.serving.world import build_world
+
+from .conftest import scenario
+
+
+class AbortedError(Exception):
+    """What `context.abort` raises in a real server: the call ends with this status."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+
+
+class Context:
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
+        raise AbortedError(code, details)
+
+
+CTX: Any = Context()
+
+
+def _node(test: Callable[[NodeShell], Awaitable[None]], name: str = "decode0") -> None:
+    async def main() -> None:
+        clock = RealClock()
+        role, index = name.rstrip("0123456789"), int(name[-1])
+        opts = ServeOptions(role=role, redis_url="redis://127.0.0.1:1/0", node=index)
+        shell = NodeShell(opts, build_world(scenario(), clock, name))
+        try:
+            await test(shell)
+        finally:
+            await shell.stop()
+
+    asyncio.run(main())
+
+
+def _turn(shell: NodeShell, rid: int, buffer_bytes: float = 0.0) -> node_pb2.TurnRequest:
+    """A turn placed on prefill0's first engine and this node's first engine."""
+    pe = shell.engines["prefill0.gpu0"]
+    de = next(e for e in shell.engines.values() if e.node.name == shell.name)
+    req = Request(rid, rid, 0, 1000, 8, 0.0, asyncio.get_running_loop().create_future())
+    req.pe, req.de, req.buffer_bytes = pe, de, buffer_bytes
+    return request_to_wire(req, shell.ctx.chains)
+
+
+def test_a_node_the_scenario_does_not_have_is_refused() -> None:
+    async def build() -> None:
+        opts = ServeOptions(role="decode", redis_url="redis://127.0.0.1:1/0", node=5)
+        NodeShell(opts, build_world(scenario(), RealClock(), "decode5"))
+
+    with pytest.raises(ValueError, match="--node 5: the scenario has no node 'decode5'"):
+        asyncio.run(build())
+
+
+def test_release_gives_an_abandoned_attempts_buffer_back_and_refuses_it_later() -> None:
+    async def test(shell: NodeShell) -> None:
+        buffer = shell.node_hw.buffer
+        await buffer.acquire(4e6)  # what the attempt's read reserved here
+        assert shell.reservations.hold((7, 0), 4e6)
+        reply = await shell.Release(node_pb2.ReleaseRequest(request_id=7, attempt=0), CTX)
+        assert reply.released_bytes == 4e6 and buffer.used == 0.0
+        assert shell.stats()["buffer_released_bytes"] == 4e6
+        with pytest.raises(AbortedError, match="FAILED_PRECONDITION: turn 7 abandoned"):
+            await shell.Receive(_turn(shell, 7), CTX)  # its hand-over arrives late
+        second = await shell.Release(node_pb2.ReleaseRequest(request_id=7, attempt=0), CTX)
+        assert second.released_bytes == 0.0  # idempotent
+
+    _node(test)
+
+
+def test_a_hand_over_without_its_reservation_is_refused() -> None:
+    async def test(shell: NodeShell) -> None:
+        with pytest.raises(AbortedError, match="turn 3 abandoned"):
+            await shell.Receive(_turn(shell, 3, buffer_bytes=1e6), CTX)
+        await shell.node_hw.buffer.acquire(1e6)
+        shell.reservations.hold((3, 0), 1e6)
+        await shell.Receive(_turn(shell, 3, buffer_bytes=1e6), CTX)
+        assert not shell.reservations.holds((3, 0))  # consumed: the unit frees it itself
+
+    _node(test)
+
+
+def test_work_for_another_nodes_engine_is_refused() -> None:
+    async def test(shell: NodeShell) -> None:
+        with pytest.raises(AbortedError, match=r"FAILED_PRECONDITION: prefill0\.gpu0 not here"):
+            await shell.Enqueue(_turn(shell, 1), CTX)  # a decode node runs no prefill
+        assert shell.health() == {"service": "decode0", "engines": len(shell.unit_of)}
+
+    _node(test)
+
+
+def test_charges_only_for_owned_links_with_the_announced_payload() -> None:
+    async def test(shell: NodeShell) -> None:
+        mine = next(n for n in shell.world.cluster.hw.fabric.links if n.startswith("decode0."))
+        theirs = next(n for n in shell.world.cluster.hw.fabric.links if n.startswith("prefill0."))
+        with pytest.raises(AbortedError, match=r"INVALID_ARGUMENT: links .* not owned by decode0"):
+            await shell.Charge(kv_pb2.ChargeRequest(links=[theirs], nbytes=1e3, vl=2), CTX)
+        extra = payload.make(2, 10)  # virtual payloads: a charge carries no bytes
+        with pytest.raises(AbortedError, match="10 payload bytes, expected 0"):
+            await shell.Charge(
+                kv_pb2.ChargeRequest(links=[mine], nbytes=1e3, vl=2, payload=extra), CTX
+            )
+        reply = await shell.Charge(kv_pb2.ChargeRequest(links=[mine], nbytes=1e3, vl=2), CTX)
+        assert reply.done_at_s > 0
+        assert shell.world.cluster.hw.fabric.links[mine].bytes_total == pytest.approx(1e3)
+
+    _node(test)

@@ -1,0 +1,104 @@
+"""The import contract (dualpath/layers.py, docs/architecture.md): no package cycle, every
+import points down the declared layers, and the model never imports a runtime. Counted on
+the real tree, so a new cycle or a model -> runtime import fails CI; the synthetic graphs
+below show each kind of violation is caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import dualpath
+from dualpath.layers import (
+    LAYERS,
+    MODEL,
+    cycles,
+    import_graph,
+    is_runtime,
+    main,
+    shortest_cycle,
+    violations,
+)
+
+ROOT = Path(dualpath.__file__).resolve().parent
+
+
+def test_the_package_keeps_its_contract() -> None:
+    graph = import_graph(ROOT)
+    assert cycles(graph) == []
+    assert violations(graph) == []
+
+
+def test_the_command_prints_the_graph_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(ROOT)]) == 0
+    out = capsys.readouterr().out
+    assert "  engines -> " in out
+    assert "no cycle" in out
+    assert out.rstrip().endswith("contract: ok")
+
+
+def test_each_node_is_declared_once_and_the_model_sits_below_every_runtime() -> None:
+    declared = [node for layer in LAYERS for node in layer]
+    assert len(declared) == len(set(declared))
+    assert set(import_graph(ROOT)) <= set(declared)
+    level = {node: i for i, layer in enumerate(LAYERS) for node in layer}
+    top_of_model = max(level[m] for m in MODEL)
+    assert all(level[r] > top_of_model for r in declared if is_runtime(r))
+
+
+@pytest.mark.parametrize(
+    ("graph", "needle"),
+    [
+        ({"engines": {"policies"}, "policies": {"engines"}}, "cycle among engines, policies"),
+        ({"engines": {"serving"}, "serving": set()}, "engines -> serving: the model imports"),
+        ({"config": {"cli_cluster"}, "cli_cluster": set()}, "config -> cli_cluster: the model"),
+        ({"core": {"blocks"}, "blocks": set()}, "core -> blocks: imports from a higher layer"),
+        ({"blocks": {"links"}, "links": set()}, "blocks -> links: imports from the same layer"),
+        ({"newpkg": set()}, "newpkg: in no layer"),
+    ],
+)
+def test_a_violation_is_reported(graph: dict[str, set[str]], needle: str) -> None:
+    frozen = {k: frozenset(v) for k, v in graph.items()}
+    assert any(needle in line for line in violations(frozen)), violations(frozen)
+
+
+def test_a_cycle_is_shown_by_its_shortest_loop() -> None:
+    graph = {k: frozenset(v) for k, v in {"a": "bd", "b": "c", "c": "a", "d": "b"}.items()}
+    assert cycles(graph) == [["a", "b", "c", "d"]]
+    assert shortest_cycle(graph, ["a", "b", "c", "d"]) == "a -> b -> c -> a"
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_every_kind_of_import_counts(tmp_path: Path) -> None:
+    """Type-only, function-local, relative and `from dualpath import x` imports are edges."""
+    root = tmp_path / "dualpath"
+    _write(root, "__init__.py", "")
+    _write(root, "core/__init__.py", "")
+    _write(root, "core/clock.py", "from . import ticks\nfrom .ticks import tick\n")
+    _write(root, "core/ticks.py", "def tick() -> None: ...\n")
+    type_only = "import typing\nif typing.TYPE_CHECKING:\n    from dualpath.engines.unit import U\n"
+    _write(root, "entities/__init__.py", type_only)
+    _write(root, "engines/__init__.py", "")
+    _write(root, "engines/unit.py", "from ..core.clock import tick\nclass U: ...\n")
+    _write(root, "engines/late.py", "def f() -> None:\n    import dualpath.report.build\n")
+    _write(root, "report/__init__.py", "")
+    _write(root, "report/build.py", "from dualpath import engines, plugins\n")
+    _write(root, "plugins.py", "import json\nimport dualpath\n")
+    graph = import_graph(root)
+    assert graph == {
+        "__init__": frozenset(),
+        "core": frozenset(),
+        "entities": {"engines"},
+        "engines": {"core", "report"},
+        "report": {"engines", "plugins"},
+        "plugins": {"__init__"},
+    }
+    assert cycles(graph) == [["engines", "report"]]
+    assert "entities -> engines: imports from a higher layer (0 -> 6)" in violations(graph)
+    assert main([str(root)]) == 1

@@ -1,0 +1,28 @@
+"""links/snapshot.py: a link's counters carried from a service process to the report."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from dualpath.core.clock import VirtualClock, run_virtual
+from dualpath.links import Fabric
+from dualpath.links.snapshot import restore, snapshot
+
+
+def test_link_snapshot_restores_counters_and_drops_the_idle_prefix() -> None:
+    async def main(clock: VirtualClock) -> None:
+        f = Fabric(clock, bucket_s=1.0)
+        a = f.add_link("a", 100.0)
+        await clock.sleep(3.0)
+        done = asyncio.get_running_loop().create_future()
+        f.start(200.0, [a], 2, lambda: done.set_result(None))
+        await done
+        snap = snapshot(a)
+        b = Fabric(clock, bucket_s=1.0).add_link("a", 100.0)
+        restore(b, snap, skip_s=3.0)
+        assert b.bytes_total == pytest.approx(200.0) and b.bytes_by_vl == {2: pytest.approx(200.0)}
+        assert b.series()[:2] == [pytest.approx(100.0), pytest.approx(100.0)]
+
+    run_virtual(main)
