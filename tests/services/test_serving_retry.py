@@ -4,6 +4,7 @@ deadline, and fails at once on any other."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 
@@ -55,3 +56,22 @@ def test_a_peer_that_stays_down_fails_within_the_deadline() -> None:
     took = time.monotonic() - started
     assert info.value.code() is grpc.StatusCode.UNAVAILABLE
     assert 3 <= len(timeouts) < 10 and took < 1.0  # backoff 0.05, 0.1, 0.2: not a spin
+
+
+def test_the_backoff_doubles_and_no_try_starts_past_the_deadline() -> None:
+    starts: list[float] = []
+
+    async def call(timeout: float) -> str:
+        starts.append(time.monotonic())
+        raise _error(grpc.StatusCode.UNAVAILABLE)
+
+    deadline_s, first = 1.0, 0.05
+    began = time.monotonic()
+    with pytest.raises(grpc.aio.AioRpcError):
+        asyncio.run(idempotent(call, deadline_s=deadline_s, first_delay_s=first))
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert len(gaps) >= 3, gaps
+    # the waits follow first_delay_s x 2^i (a loaded host only makes them longer)
+    assert all(gap >= first * 2**i * 0.9 for i, gap in enumerate(gaps)), gaps
+    # the give-up comes before the backoff that would cross the deadline, not after it
+    assert starts[-1] - began < deadline_s

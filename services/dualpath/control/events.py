@@ -125,7 +125,9 @@ class EventBuffer:
     and the history gets a gap, reported in the log. A failed flush keeps its records in
     front (the batch is all-or-nothing, so the retry does not duplicate) and returns 0
     instead of raising; a cancelled flush lets its write finish (putting the records back
-    could write them twice) and logs them if that write then fails.
+    could write them twice) and logs them if that write then fails. (So a flush is never
+    retried in place, by hand or by a retry library: the next one due retries it, and
+    emitters never wait on an unreachable Redis.)
     """
 
     def __init__(self, log: EventLog, max_records: int = BUFFER_MAX) -> None:

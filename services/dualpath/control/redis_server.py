@@ -21,6 +21,9 @@ from types import TracebackType
 from typing import IO, Self
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from dualpath.control.lifeline import guarded_argv
 
@@ -34,6 +37,10 @@ _LOG_TAIL_LINES = 20
 
 class RedisUnavailable(RuntimeError):  # noqa: N818 -- the name is the public API
     """No Redis server can be found or started."""
+
+
+class _PortTaken(RedisUnavailable):
+    """The server could not bind its port: another process took it first."""
 
 
 def _bundled_redis_server() -> str | None:
@@ -72,7 +79,11 @@ def ping(port: int, timeout_s: float = 0.5) -> bool:
 
 def _answering_pid(port: int, timeout_s: float = 0.5) -> int | None:
     """Pid of the Redis answering on 127.0.0.1:port, or None if none answers yet."""
-    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=timeout_s)
+    # One try: the caller polls. redis-py's default retries would hold each probe for
+    # seconds on a refused or silent port, past the caller's deadline.
+    client = redis.Redis(
+        host="127.0.0.1", port=port, socket_timeout=timeout_s, retry=Retry(NoBackoff(), 0)
+    )
     try:
         return int(client.info("server")["process_id"])
     except (redis.RedisError, OSError, KeyError, ValueError):
@@ -129,20 +140,35 @@ class RedisServer:
         self._dir = Path(tempfile.mkdtemp(prefix="dualpath-redis-"))
         # A normal interpreter exit must not leave an orphan server behind.
         atexit.register(self.stop)
-        attempts = 1 if self._requested_port is not None else _LAUNCH_ATTEMPTS
-        for attempt in range(attempts):
-            self._launch(exe, self._requested_port or free_port())
-            if self._wait_ready(timeout_s):
-                return self
-            tail = self._log_tail()
-            self._terminate(grace_s=1.0)
-            if attempt + 1 == attempts or "in use" not in tail:
-                self.stop()
-                raise RedisUnavailable(
-                    f"redis-server ({exe}) did not answer PING on port {self._port} within "
-                    f"{timeout_s:g}s; last lines of its log:\n{tail}"
-                )
-        raise AssertionError("unreachable")
+        # A port picked by binding port 0 can be taken before redis binds it: only that is
+        # tried again, on a new port (a port the caller asked for is tried once).
+        retrying = Retrying(
+            stop=stop_after_attempt(1 if self._requested_port is not None else _LAUNCH_ATTEMPTS),
+            retry=retry_if_exception_type(_PortTaken),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    self._launch_ready(exe, self._requested_port or free_port(), timeout_s)
+        except RedisUnavailable:
+            self.stop()
+            raise
+        return self
+
+    def _launch_ready(self, exe: str, port: int, timeout_s: float) -> None:
+        """Launch on `port` and wait for it to answer; raises RedisUnavailable (`_PortTaken`
+        when its log says the port was in use) after stopping a server that did not."""
+        self._launch(exe, port)
+        if self._wait_ready(timeout_s):
+            return
+        tail = self._log_tail()
+        self._terminate(grace_s=1.0)
+        error = _PortTaken if "in use" in tail else RedisUnavailable
+        raise error(
+            f"redis-server ({exe}) did not answer PING on port {port} within "
+            f"{timeout_s:g}s; last lines of its log:\n{tail}"
+        )
 
     def _launch(self, exe: str, port: int) -> None:
         assert self._dir is not None

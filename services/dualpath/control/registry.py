@@ -92,7 +92,9 @@ class Registry:
         and ending the heartbeat would turn a transient outage into a permanent removal.
         Each write is bounded by `beat_timeout` so a hung call cannot hold the next beat
         back past the TTL; while Redis is down, retries back off up to `interval_s`, so the
-        member re-registers within one interval of Redis coming back.
+        member re-registers within one interval of Redis coming back. (A beat, not a retry
+        loop: it never ends on success, so a retry library would only hide the sleep; the
+        backoff is `Outage`'s, which the service's health also reads.)
         """
         interval = self.check_interval(interval_s)
         timeout = self.beat_timeout(interval)
@@ -152,8 +154,8 @@ class Registry:
             if not isinstance(n, int) or n < 0:
                 raise ValueError(f"roles_counts[{role!r}]={n!r} must be an int >= 0")
         deadline = time.monotonic() + timeout_s
-        # A Redis that is restarting or briefly unreachable is waited for like a missing
-        # member: only the deadline ends the wait.
+        # A poll, not a retry: a Redis that is restarting or briefly unreachable is waited
+        # for like a missing member, and only the deadline ends the wait.
         outage = Outage(f"registry-wait:{self._run}", cap_s=max(poll_s, 0.5))
         while True:
             live: list[Member] = []

@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol, Self
 
 from aiohttp import web
+from aiohttp_sse import EventSourceResponse
 
 from dualpath.frontdoor.backend import Hangups, TurnResult, TurnSpec
 from dualpath.frontdoor.errors import ApiError
 from dualpath.frontdoor.turns import TurnRunner
 
 Chunk = Mapping[str, Any]
+PING_INTERVAL_S = 15.0  # a comment line that keeps idle proxies from closing a slow turn
+SEND_TIMEOUT_S = 120.0  # a client that reads nothing for this long is dropped
 
 
 class ChunkMaker(Protocol):
@@ -37,41 +41,58 @@ class ChunkMaker(Protocol):
 
 
 class SseWriter:
+    """The event stream of one response, framed by aiohttp-sse: `data: <json>\n\n` per
+    chunk (the OpenAI wire format), a `: ping` comment every PING_INTERVAL_S while a turn is
+    slow (the SDKs and browsers skip comments), and a write stalled for SEND_TIMEOUT_S
+    aborts the connection instead of hanging. A client that went away only ends the
+    writing (`connected`): aiohttp cancels its handler next (`handler_cancellation`), which
+    is how `Hangups` sees it. Use as `async with SseWriter(request) as sse:`, which ends the
+    ping task."""
+
     def __init__(self, request: web.Request) -> None:
         self._request = request
-        self.response = web.StreamResponse(
-            status=200,
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                "X-Accel-Buffering": "no",  # proxies must not hold back the first token
-            },
+        self.response = EventSourceResponse(
+            sep="\n",
+            allow_all_methods=True,  # completions stream from a POST
+            ping_interval=PING_INTERVAL_S,
+            send_timeout=SEND_TIMEOUT_S,
         )
+        # aiohttp-sse forces `Connection: keep-alive`, and aiohttp only writes its own
+        # header when none is set: without this, a response to `Connection: close` (or one
+        # sent while the server shuts down) would say keep-alive and then close anyway.
+        del self.response.headers["Connection"]
         self.connected = True
 
-    async def open(self) -> None:
-        await self._write(None)
+    async def __aenter__(self) -> Self:
+        if self._request.transport is None:  # gone already (aiohttp-sse raises the same)
+            raise asyncio.CancelledError
+        with self._gone_on_error():
+            await self.response.prepare(self._request)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            self.response.stop_streaming()  # ends the ping task
+        except RuntimeError:  # never started: the headers did not go out
+            return
+        await self.response.wait()
 
     async def send(self, payload: Chunk) -> None:
-        await self._write(b"data: " + json.dumps(payload, separators=(",", ":")).encode())
+        if self.connected:
+            with self._gone_on_error():
+                await self.response.send(json.dumps(payload, separators=(",", ":")))
 
     async def close(self) -> None:
-        await self._write(b"data: [DONE]")
         if self.connected:
-            try:
+            with self._gone_on_error():
+                await self.response.send("[DONE]")
                 await self.response.write_eof()
-            except ConnectionError:
-                self.connected = False
 
-    async def _write(self, line: bytes | None) -> None:
-        if not self.connected:
-            return
+    @contextmanager
+    def _gone_on_error(self) -> Iterator[None]:
         try:
-            if line is None:
-                await self.response.prepare(self._request)
-            else:
-                await self.response.write(line + b"\n\n")
-        except ConnectionError:  # the client went away; aiohttp cancels the handler next
+            yield
+        except (ConnectionError, TimeoutError):  # gone, or stalled past SEND_TIMEOUT_S
             self.connected = False
 
 
@@ -134,10 +155,34 @@ async def _stream(
     await _until(task, progress)
     if progress.known < 1:
         task.result()  # a failure before any byte is sent is a plain HTTP error
-    sse = SseWriter(request)
-    await sse.open()
-    for chunk in chunks.first(text[0]):
-        await sse.send(chunk)
+    async with SseWriter(request) as sse:
+        for chunk in chunks.first(text[0]):
+            await sse.send(chunk)
+        sent = await _relay(sse, task, progress, text, chunks)
+        try:
+            result = await asyncio.shield(task)
+        except Exception as exc:  # headers are gone: report in-stream (the runner logs bugs)
+            if not isinstance(exc, ApiError):
+                exc = ApiError(500, "Internal error while streaming", type_="server_error")
+            await sse.send(exc.body())
+        else:
+            if result.generated_tokens != len(text):
+                text = tokens(result.generated_tokens)
+            for chunk in chunks.rest(text[sent:], result):
+                await sse.send(chunk)
+        await sse.close()
+    return sse.response
+
+
+async def _relay(
+    sse: SseWriter,
+    task: asyncio.Task[TurnResult],
+    progress: _Progress,
+    text: list[str],
+    chunks: ChunkMaker,
+) -> int:
+    """Send each token as soon as the backend reports it, until the turn ends; returns how
+    many tokens went out (the first was sent already)."""
     sent = 1
     progress.changed.clear()
     while not task.done():
@@ -148,16 +193,4 @@ async def _stream(
             for chunk in chunks.more(text[sent:upto]):
                 await sse.send(chunk)
             sent = upto
-    try:
-        result = await asyncio.shield(task)
-    except Exception as exc:  # headers are gone: report in-stream (the runner logs bugs)
-        if not isinstance(exc, ApiError):
-            exc = ApiError(500, "Internal error while streaming", type_="server_error")
-        await sse.send(exc.body())
-    else:
-        if result.generated_tokens != len(text):
-            text = tokens(result.generated_tokens)
-        for chunk in chunks.rest(text[sent:], result):
-            await sse.send(chunk)
-    await sse.close()
-    return sse.response
+    return sent

@@ -18,6 +18,7 @@ import gevent  # type: ignore[import-untyped]
 from locust import FastHttpUser, constant, task
 from locust.env import Environment
 from locust.exception import StopUser
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from dualpath.loadgen.bodies import Conversation, native_body
 from dualpath.loadgen.locust_driver import Assignment, Loadgen
@@ -35,6 +36,14 @@ MAX_RETRY_AFTER_S = 10.0
 
 class TurnFailed(Exception):  # noqa: N818 -- a session outcome, not a bug
     """A turn was refused or failed for good: the message is the session's error."""
+
+
+class Refused(TurnFailed):
+    """The front door refused the turn for now (429/503): try again after `wait_s`."""
+
+    def __init__(self, message: str, wait_s: float) -> None:
+        super().__init__(message)
+        self.wait_s = wait_s
 
 
 class AgentSession(FastHttpUser):
@@ -86,24 +95,33 @@ class AgentSession(FastHttpUser):
 
     def _turn(self, a: Assignment, i: int, path: str, body: dict[str, Any]) -> str:
         """Send one turn (retrying refusals) and fire its EMU rows; returns the answer's
-        text. Raises TurnFailed."""
-        for attempt in range(RETRIES + 1):
-            with self.client.post(path, json=body, catch_response=True) as resp:
-                status = resp.status_code
-                if status == 200:
-                    try:
-                        return self._answered(resp.json())
-                    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-                        message = f"unreadable answer ({exc!r})"
-                else:
-                    message = _error_text(resp)
-                resp.failure(f"HTTP {status}: {message}")
-                retry = status in (429, 503) and attempt < RETRIES
-                wait = _retry_after(resp)
-            if not retry:
-                raise TurnFailed(f"session {a.key} turn {i}: HTTP {status}: {message}")
-            gevent.sleep(wait)
-        raise AssertionError("unreachable: the last attempt never retries")
+        text. Raises TurnFailed (the last refusal's, once RETRIES retries are spent)."""
+        retrying = Retrying(
+            stop=stop_after_attempt(RETRIES + 1),
+            retry=retry_if_exception_type(Refused),
+            wait=_wait_retry_after,
+            sleep=gevent.sleep,  # a greenlet sleep: the other users run meanwhile
+            reraise=True,
+        )
+        return retrying(self._post_turn, a, i, path, body)
+
+    def _post_turn(self, a: Assignment, i: int, path: str, body: dict[str, Any]) -> str:
+        """One try of `_turn`: every answer but a 200 is a failed request in Locust's stats."""
+        with self.client.post(path, json=body, catch_response=True) as resp:
+            status = resp.status_code
+            if status == 200:
+                try:
+                    return self._answered(resp.json())
+                except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+                    message = f"unreadable answer ({exc!r})"
+            else:
+                message = _error_text(resp)
+            resp.failure(f"HTTP {status}: {message}")
+            wait_s = _retry_after(resp)
+        error = f"session {a.key} turn {i}: HTTP {status}: {message}"
+        if status in (429, 503):
+            raise Refused(error, wait_s)
+        raise TurnFailed(error)
 
     def _answered(self, data: dict[str, Any]) -> str:
         if "choices" in data:  # OpenAI: timings under `dualpath`, tokens under `usage`
@@ -140,6 +158,12 @@ def _error_text(resp: Any) -> str:
         return str(resp.json()["error"]["message"])
     except (ValueError, KeyError, TypeError, AttributeError):
         return (resp.text or "")[:200]
+
+
+def _wait_retry_after(state: RetryCallState) -> float:
+    """Tenacity's wait: what the refusal's Retry-After asked for."""
+    exc = state.outcome.exception() if state.outcome is not None else None
+    return exc.wait_s if isinstance(exc, Refused) else 1.0
 
 
 def _retry_after(resp: Any) -> float:
