@@ -65,6 +65,7 @@ class DecodeUnit:
         self._on_done = on_done
         self._on_progress = on_progress
         self._topk = ctx.roofline.attended(1 << 40)
+        self._a2a: dict[int, float] = {}  # batch size -> one step's all-to-all bytes
 
     # --- arrival of a prefilled request -------------------------------------------------
     def receive(self, req: Request) -> None:
@@ -158,12 +159,15 @@ class DecodeUnit:
         mid = (k - 1) // 2
         longest = 0.0
         per_engine: list[tuple[str, float, float]] = []
+        a2a = self._a2a
         for b in self.batches.values():
             n = len(b.reqs)
             if not n:
                 continue
             t = rl.decode_step_time(n, b.ctx_sum + n * mid, b.att_sum + b.growing * mid)
-            nbytes = ctx.a2a_bytes(n, rl.layers)
+            nbytes = a2a.get(n)
+            if nbytes is None:
+                nbytes = a2a[n] = ctx.a2a_bytes(n, rl.layers)
             if nbytes > 0:
                 gpu = ctx.hw.gpu_of(b.engine)
                 rate = min(self._model_rate(gpu.cnic_tx), self._model_rate(gpu.cnic_rx))

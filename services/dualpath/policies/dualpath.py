@@ -88,19 +88,29 @@ class DualPath(SchedulingPolicy):
     def pick_decode(
         self, req: Request, engines: Sequence[EngineState], z: float
     ) -> EngineState | None:
-        fits = [e for e in engines if self.decode_fits(req, e)]
-        if not fits:
-            return None
-        low = [e for e in fits if e.tok + req.length <= z]
-        if low:
-            return min(low, key=lambda e: (e.seq, e.index))  # balance request counts
-        return min(fits, key=lambda e: (e.tok, e.index))  # least HBM/preemption risk
+        """Among DEs with the HBM: the fewest requests among those staying under Z (balance
+        request counts), else the fewest tokens (least HBM/preemption risk); lowest index
+        on ties. One pass: this runs for every request over every DE of its group."""
+        # The base class's HBM test, inlined unless a subclass redefines it (hot loop).
+        custom = type(self).decode_fits is not SchedulingPolicy.decode_fits
+        need = req.length * self.limits.kv_bytes_per_token
+        low: EngineState | None = None
+        high: EngineState | None = None
+        for e in engines:
+            if not (self.decode_fits(req, e) if custom else e.free_hbm >= need):
+                continue
+            if e.tok + req.length <= z:
+                if low is None or (e.seq, e.index) < (low.seq, low.index):
+                    low = e
+            elif low is None and (high is None or (e.tok, e.index) < (high.tok, high.index)):
+                high = e
+        return low if low is not None else high
 
     def assign_decode(
         self, private: deque[Request], engines: Sequence[EngineState]
     ) -> list[tuple[Request, EngineState]]:
         out: list[tuple[Request, EngineState]] = []
-        if not engines:
+        if not engines or not private:
             return out
         z = self.high_token_threshold(private, engines)
         while private:

@@ -85,6 +85,8 @@ class Roofline:
         self._act = 4.0 * g.hidden  # bytes per token per GEMM group: BF16 in + out
         # The FFN/projection cost depends only on Σ new tokens, which repeats a lot.
         self._ffn_cache: dict[int, tuple[float, float]] = {}
+        # A decode step's GEMM terms depend only on the batch size (bounded by HBM).
+        self._decode_cache: dict[int, tuple[float, float, float, float]] = {}
 
     # --- static facts ------------------------------------------------------------------
     def weight_bytes_per_gpu(self) -> float:
@@ -208,10 +210,24 @@ class Roofline:
         """
         if batch_size <= 0:
             return 0.0
-        g, per, mem, b = self._g, self._d_gemm, self._d_mem, batch_size
+        g = self._g
         att = max(sum_attended * self._d_att, sum_attended * g.kv_layer * self._d_att_mem)
         if g.index_pair_flops:
             att += max(sum_context * self._d_idx, sum_context * g.index_layer * self._d_att_mem)
+        hit = self._decode_cache.get(batch_size)
+        if hit is None:
+            if len(self._decode_cache) >= _FFN_CACHE_MAX:
+                self._decode_cache.clear()
+            hit = self._decode_cache[batch_size] = self._decode_gemms(batch_size)
+        attn_proj, dense, moe, head = hit
+        layer = att + attn_proj + self._layer_ovh
+        return (
+            g.layers * layer + g.dense_layers * dense + g.moe_layers * moe + head + self._step_ovh
+        )
+
+    def _decode_gemms(self, b: int) -> tuple[float, float, float, float]:
+        """(attention projections, dense FFN, MoE FFN, LM head) of one step of b tokens."""
+        g, per, mem = self._g, self._d_gemm, self._d_mem
         attn_proj = self._gemm(g.attn_params, b, self._w_attn, per, mem)
         dense = self._gemm(g.dense_ffn_params, b, self._w_dense, per, mem)
         moe = 0.0
@@ -219,10 +235,7 @@ class Roofline:
             moe = self._gemm(g.shared_params, b, self._w_shared, per, mem)
             moe += self._routed(b, per, mem)
         head = self._gemm(g.head_params, b, self._w_head, per, mem)
-        layer = att + attn_proj + self._layer_ovh
-        return (
-            g.layers * layer + g.dense_layers * dense + g.moe_layers * moe + head + self._step_ovh
-        )
+        return attn_proj, dense, moe, head
 
     # --- expert-parallel traffic -------------------------------------------------------
     def a2a_bytes_per_layer(self, new_tokens: int) -> float:
