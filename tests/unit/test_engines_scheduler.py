@@ -5,13 +5,13 @@ are down, and a request no decode GPU could ever hold fails at once, naming the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from dualpath.core.clock import VirtualClock
-from dualpath.engines.capacity import CapacityError
-from dualpath.entities.request import Request
+from dualpath.engines.capacity import CapacityError, CapacityPool
+from dualpath.entities.request import NodeState, Request
 from dualpath.runtime.sim import (
     RequestIds,
     make_workload,
@@ -98,3 +98,55 @@ def test_a_request_no_decode_gpu_can_hold_fails_at_once() -> None:
             assert not cluster.scheduler.pe_queue  # refused before anything was queued
 
     run_virtual_loop(main)
+
+
+def test_a_read_waiting_for_buffer_space_is_in_its_nodes_read_queue() -> None:
+    """read_q is the node's read-queue length (paper Alg. 1), waiting reads included: a read
+    counted only once it had buffer space hid every waiter from the next path choices, and
+    with a full buffer they all picked the same side (the reads herded onto one SNIC)."""
+    sc = small("hardware.dram_buffer_gb=1", agents=16)  # a buffer that makes reads wait
+    workload = make_workload(sc)
+    seen: list[tuple[int, int]] = []  # (read_q of the chosen node, the read's hit): waits
+
+    async def main(clock: VirtualClock) -> None:
+        async with running(sc, clock, workload) as cluster:
+            sched = cluster.scheduler
+            plan = sched.plan_read
+            last: list[tuple[NodeState, int]] = []
+
+            def planning(req: Request, stored: int) -> tuple[NodeState, int, float]:
+                node, blocks, nbytes = plan(req, stored)
+                last[:] = [(node, req.hit)]
+                return node, blocks, nbytes
+
+            sched.plan_read = planning  # type: ignore[method-assign]
+            for node in cluster.hw.nodes.values():
+                if node.state.role == "decode":
+                    acquire = _observed(node.buffer, last, seen)
+                    node.buffer.acquire = acquire  # type: ignore[method-assign]
+            ids = RequestIds()
+            agents = asyncio.gather(
+                *(run_agent(cluster, s, ids, lambda: None) for s in workload.scripts)
+            )
+            await until_done_or_fatal(cluster, agents)
+
+    run_virtual_loop(main)
+    assert len(seen) > 20
+    assert all(q >= hit for q, hit in seen), [w for w in seen if w[0] < w[1]][:3]
+
+
+def _observed(
+    pool: CapacityPool,
+    last: list[tuple[NodeState, int]],
+    seen: list[tuple[int, int]],
+) -> Callable[[float], Awaitable[None]]:
+    acquire = pool.acquire
+
+    def wrapped(nbytes: float) -> Awaitable[None]:
+        if last:  # the DE buffer's first acquire of a read comes right after its plan
+            node, hit = last.pop()
+            if hit and (pool.free < nbytes or pool._waiters):  # this read will wait
+                seen.append((node.read_q, hit))
+        return acquire(nbytes)
+
+    return wrapped

@@ -219,10 +219,15 @@ class GlobalScheduler:
         if req.path is ReadPath.SPLIT:
             await self._read_split(req, hit_blocks, nbytes)
             return
+        # The read is in its node's read queue from the moment its side is chosen, also
+        # while it waits for DRAM buffer space (as in the process runtime). Counted only
+        # once the buffer was granted, every read waiting for a full buffer was invisible
+        # to the next path choices, which all picked the other side: the reads herded onto
+        # one SNIC at a time (docs/scheduling.md, "read_q").
+        node.read_q += req.hit
         await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
         if req.path is ReadPath.PE and req.hit:
             await ctx.hw.node_of(pe).buffer.acquire(req.hit * ctx.kv_token)
-        node.read_q += req.hit
         req.t_read_start = ctx.clock.now()
         if nbytes > 0:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -305,16 +310,18 @@ class GlobalScheduler:
         ctx = self.ctx
         pe, de = req.pe, req.de
         assert pe is not None and de is not None
-        await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
-        await ctx.hw.node_of(pe).buffer.acquire(req.pe_part * ctx.kv_token)
         pe_blocks = req.pe_part // ctx.engine.block_tokens
-        req.t_read_start = ctx.clock.now()
-        join = Join()
-        for node, tokens, first, end in (
+        parts = (
             (pe.node, req.pe_part, 0, pe_blocks),
             (de.node, req.hit - req.pe_part, pe_blocks, hit_blocks),
-        ):
+        )
+        for node, tokens, _, _ in parts:  # queued while waiting for buffers (read_kv)
             node.read_q += tokens
+        await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
+        await ctx.hw.node_of(pe).buffer.acquire(req.pe_part * ctx.kv_token)
+        req.t_read_start = ctx.clock.now()
+        join = Join()
+        for node, tokens, first, end in parts:
             hops = ctx.hw.storage_read_hops(node, self._target(req, end))
             on_done = functools.partial(self._part_read, node, tokens, join.add())
             ctx.move((end - first) * ctx.full_block_bytes, hops, ctx.vl.kv_vl, on_done)
