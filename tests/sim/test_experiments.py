@@ -309,3 +309,22 @@ def test_capacity_bracket() -> None:
     assert bracket({0.1: False}) == (None, 0.1)
     assert bracket({0.1: True}) == (0.1, None)
     assert bracket({}) == (None, None)
+
+
+@pytest.mark.parametrize("mode", ["offline", "online"])
+def test_a_long_run_says_how_far_it_is(
+    mode: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a terminal, a run prints a progress line every IN_RUN_EVERY_S wall seconds,
+    so an hour-long paper-scale run is not an hour of silence."""
+    from dualpath.experiments import runner
+    from tests.sim.conftest import small
+
+    monkeypatch.setattr(runner, "IN_RUN_EVERY_S", 0.0)
+    sets = ["workload.mode=online", "online.aps=2", "online.max_duration_s=20"]
+    report, _ = runner._simulate(small(*(sets if mode == "online" else [])), "the-key")
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "the-key:" in ln]
+    assert lines, "no progress line"
+    what = "of at most 20 s" if mode == "online" else "turns, emulated"
+    assert what in lines[-1] and "wall" in lines[-1]
+    assert report["requests"]["completed"] > 0

@@ -8,11 +8,13 @@ retried on the next invocation. Ctrl-C cancels the pending runs; finished ones a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import multiprocessing
 import os
 import re
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Iterable
@@ -40,13 +42,41 @@ from dualpath.experiments.stages import unique as _unique
 MAX_STAGES = 64  # bound on plan + more() stages (a refinement that never converges)
 
 
-def _simulate(scenario: Scenario) -> tuple[Report, float]:
+def _simulate(scenario: Scenario, key: str = "") -> tuple[Report, float]:
     """Worker entry point (module level, so that it pickles)."""
     from dualpath.runtime import sim  # looked up at call time: tests may patch it
 
     t0 = time.perf_counter()
-    report = sim.simulate(scenario)
+    report = sim.simulate(scenario, _InRun(key, scenario.workload.mode) if key else None)
     return report, time.perf_counter() - t0
+
+
+IN_RUN_EVERY_S = 60.0  # wall seconds between two progress lines inside one run
+
+
+class _InRun:
+    """One plain line on stderr per minute of a long run (a paper-scale run takes an hour;
+    the per-run lines alone would be silent all that time). Not on a terminal, where the
+    bar over the runs is live and stray lines would tear it."""
+
+    def __init__(self, key: str, mode: str) -> None:
+        self.key, self.mode = key, mode
+        self.t0 = self.last = time.monotonic()
+        self.quiet = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if self.quiet or now - self.last < IN_RUN_EVERY_S:
+            return
+        self.last = now
+        wall = now - self.t0
+        if self.mode == "online":  # (emulated s, cap)
+            what = f"emulated {done:,} of at most {total:,} s"
+        else:
+            emulated = asyncio.get_running_loop().time()  # the virtual loop's clock
+            what = f"{done:,}/{total:,} turns, emulated {emulated:,.0f} s"
+        sys.stderr.write(f"  {self.key}: {what}, wall {wall:,.0f} s\n")
+        sys.stderr.flush()
 
 
 def _ignore_sigint() -> None:
@@ -132,7 +162,7 @@ class _Executor:
             for spec in specs:
                 t0 = time.perf_counter()
                 try:
-                    report, wall = _simulate(spec.scenario)
+                    report, wall = _simulate(spec.scenario, spec.key)
                 except Exception as exc:
                     yield self._record(spec, None, exc, time.perf_counter() - t0)
                 else:
@@ -145,7 +175,7 @@ class _Executor:
         )
         try:
             futures: dict[Future[tuple[Report, float]], RunSpec] = {
-                pool.submit(_simulate, s.scenario): s for s in specs
+                pool.submit(_simulate, s.scenario, s.key): s for s in specs
             }
             for fut in as_completed(futures):
                 spec = futures[fut]
