@@ -182,13 +182,16 @@ def sim(
 
 
 def _pngs(report: dict[str, Any], out: Path) -> str:
-    """The PNG files written beside `out` (the TTFT chart only when turns were measured)."""
-    from dualpath.report.plots import breakdown_png_name
+    """The PNG files written beside `out` (TTFT and timeline charts when turns finished)."""
+    from dualpath.report.plots import breakdown_png_name, timeline_png_name
 
     png = out.with_suffix(".png")
-    if not report.get("ttft_breakdown", {}).get("n"):
-        return str(png)
-    return f"{png}, {png.with_name(breakdown_png_name(png.name))}"
+    names = [png]
+    if report.get("ttft_breakdown", {}).get("n"):
+        names.append(png.with_name(breakdown_png_name(png.name)))
+    if report.get("timeline", {}).get("windows"):
+        names.append(png.with_name(timeline_png_name(png.name)))
+    return ", ".join(map(str, names))
 
 
 @app.command()

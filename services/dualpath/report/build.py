@@ -16,6 +16,7 @@ from dualpath.engines.hardware import GBPS_TO_BYTES
 from dualpath.report.breakdown import ttft_breakdown
 from dualpath.report.floor import FloorModel, floor_section
 from dualpath.report.plots import WINDOW_S, snic_series
+from dualpath.report.timeline import timeline
 from dualpath.workload.script import Workload
 from dualpath.workload.traces import infinite_cache_hit
 
@@ -274,6 +275,7 @@ def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
     if sc.workload.mode == "offline":
         report.update(_jct_floor(cluster, jct))
     report["ttft_breakdown"] = ttft_breakdown(reqs)
+    report["timeline"] = timeline(reqs)
     return report
 
 

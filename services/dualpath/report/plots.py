@@ -1,5 +1,6 @@
 """PNG figures of a run: storage-NIC read throughput per node over time, and latency CDFs;
-beside them (`NAME-ttft.png`) the per-turn TTFT breakdown as stacked bars.
+beside them (`NAME-ttft.png`) the per-turn TTFT breakdown as stacked bars, and
+(`NAME-timeline.png`) prompt TPS, TTFT and running agents over time (paper Fig. 15).
 
 Computed from the cluster at the end of a run (the link series), written next to the JSON.
 matplotlib runs headless (Agg); nothing here is needed to compute the report itself.
@@ -67,13 +68,24 @@ def write_png(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
     if report.get("ttft_breakdown", {}).get("n"):  # a second file: this figure stays as it was
         write_breakdown_png(report, path.with_name(breakdown_png_name(path.name)))
+    if report.get("timeline", {}).get("windows"):
+        write_timeline_png(report, path.with_name(timeline_png_name(path.name)))
 
 
 def breakdown_png_name(png_name: str) -> str:
     """File name of the TTFT-breakdown chart written beside `png_name` (run.png ->
     run-ttft.png)."""
+    return _beside(png_name, "ttft")
+
+
+def timeline_png_name(png_name: str) -> str:
+    """File name of the timeline chart beside `png_name` (run.png -> run-timeline.png)."""
+    return _beside(png_name, "timeline")
+
+
+def _beside(png_name: str, what: str) -> str:
     stem, dot, ext = png_name.rpartition(".")
-    return f"{stem}-ttft.{ext}" if dot else f"{png_name}-ttft"
+    return f"{stem}-{what}.{ext}" if dot else f"{png_name}-{what}"
 
 
 _STAGE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#c44e52", "#937860")
@@ -108,6 +120,39 @@ def write_breakdown_png(report: dict[str, Any], path: Path) -> None:
     ax.legend(handles[::-1], labels[::-1], fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
     sc = report["scenario"]
     ax.set_title(f"TTFT breakdown · {sc['name']} · {report['policy']['name']}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_timeline_png(report: dict[str, Any], path: Path) -> None:
+    """Prompt TPS and running agents (left axis) with TTFT (right axis) over emulated time,
+    as the paper's Fig. 15 shows its 48P96D run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tl = report["timeline"]
+    t = np.arange(tl["windows"]) * tl["window_s"]
+    fig, (ax1, ax3) = plt.subplots(1, 2, figsize=(11, 3.8))
+    ax1.plot(t, np.asarray(tl["prompt_tps"]) / 1e6, color="#4c72b0", label="prompt TPS (×1e6)")
+    ax1.set_xlabel("emulated time (s)")
+    ax1.set_ylabel("prompt tokens per s (×1e6)")
+    ax2 = ax1.twinx()
+    ttft = np.array([np.nan if v is None else v for v in tl["ttft_mean_s"]], dtype=float)
+    ax2.plot(t, ttft, color="#c44e52", linewidth=1, label="TTFT (s)")
+    ax2.set_ylabel("mean TTFT of arrivals, s")
+    ax1.set_title(f"prompt TPS and TTFT ({tl['window_s']:.0f} s windows)")
+    lines = ax1.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+    ax1.legend(lines, [ln.get_label() for ln in lines], fontsize=8, loc="upper right")
+    ax3.plot(t, tl["running_agents"], color="#55a868")
+    ax3.set_xlabel("emulated time (s)")
+    ax3.set_ylabel("running agents")
+    ax3.set_title("running agents")
+    sc = report["scenario"]
+    fig.suptitle(f"{sc['name']} · policy {report['policy']['name']} · over time (emulated)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

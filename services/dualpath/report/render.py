@@ -171,7 +171,7 @@ def _breakdown_lines(report: dict[str, Any], png_name: str | None) -> list[str]:
     if not b or not b["n"]:
         return []
     from dualpath.report.breakdown import STAGES
-    from dualpath.report.plots import breakdown_png_name
+    from dualpath.report.plots import breakdown_png_name, timeline_png_name
 
     lines = [
         "",
@@ -192,6 +192,9 @@ def _breakdown_lines(report: dict[str, Any], png_name: str | None) -> list[str]:
                   "transfer are inside prefill)"]  # fmt: skip
     if png_name:
         lines += ["", f"![TTFT breakdown]({breakdown_png_name(png_name)})"]
+        if report.get("timeline", {}).get("windows"):
+            lines += ["", f"![prompt TPS, TTFT and running agents over time]"
+                      f"({timeline_png_name(png_name)})"]  # fmt: skip
     return lines
 
 
