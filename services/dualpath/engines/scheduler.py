@@ -22,6 +22,7 @@ from dualpath.engines.capacity import CapacityError, Join
 from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
+from dualpath.entities.queue import TokenQueue
 from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 from dualpath.policies.base import release_prefill
 
@@ -38,7 +39,7 @@ class GlobalScheduler:
         self.de_groups = [list(g) for g in de_groups]
         self.pe_queue: deque[Request] = deque()
         self.de_queue: deque[Request] = deque()
-        self.de_private: list[deque[Request]] = [deque() for _ in de_groups]
+        self.de_private: list[TokenQueue] = [TokenQueue() for _ in de_groups]
         self.pe_unit: dict[str, PrefillUnit] = {}
         self.de_unit: dict[str, DecodeUnit] = {}
         self._pending: set[tuple[str, int]] = set()
@@ -156,7 +157,7 @@ class GlobalScheduler:
 
     def _live_groups(
         self,
-    ) -> tuple[Sequence[int], list[list[EngineState]], list[deque[Request]]]:
+    ) -> tuple[Sequence[int], list[list[EngineState]], list[TokenQueue]]:
         """DE groups that have a live engine: (their indices, live engines, private queues)."""
         if not self.down:
             return range(len(self.de_groups)), self.de_groups, self.de_private

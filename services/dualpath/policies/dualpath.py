@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
+from dualpath.entities.queue import TokenQueue
 from dualpath.entities.request import EngineState, Request
 from dualpath.policies.base import SchedulingPolicy
 
@@ -57,10 +58,7 @@ class DualPath(SchedulingPolicy):
         """Drain the whole global queue, each request to the group with the smallest total
         tok_e. A group's total also counts requests already waiting in its private queue
         (they are its tokens-to-be; the paper updates totals after each assignment)."""
-        load = [
-            sum(e.tok for e in g) + sum(r.length for r in p)
-            for g, p in zip(groups, private, strict=True)
-        ]
+        load = [sum(e.tok for e in g) + _queued(p) for g, p in zip(groups, private, strict=True)]
         out: list[tuple[Request, int]] = []
         while queue:
             req = queue.popleft()
@@ -121,6 +119,13 @@ class DualPath(SchedulingPolicy):
             self.take_decode(req, engine)
             out.append((req, engine))
         return out
+
+
+def _queued(private: deque[Request]) -> int:
+    """Σ len_r over a private queue: kept by the queue when it can (O(1) at paper scale)."""
+    if isinstance(private, TokenQueue):
+        return private.tokens
+    return sum(r.length for r in private)
 
 
 class Oracle(DualPath):
