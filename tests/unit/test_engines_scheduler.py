@@ -11,7 +11,9 @@ import pytest
 
 from dualpath.core.clock import VirtualClock
 from dualpath.engines.capacity import CapacityError, CapacityPool
+from dualpath.engines.scheduler import GlobalScheduler
 from dualpath.entities.request import NodeState, Request
+from dualpath.runtime.cluster import build_cluster
 from dualpath.runtime.sim import (
     RequestIds,
     make_workload,
@@ -150,3 +152,39 @@ def _observed(
         return acquire(nbytes)
 
     return wrapped
+
+
+def test_a_pe_read_can_take_its_de_buffer_space_after_the_read() -> None:
+    """fidelity.de_buffer_for_pe_reads=after-read: a PE-path read waits for DE buffer space
+    only once it is in the PE buffer. Both readings serve every turn and conserve bytes;
+    with a tight DE buffer and PE-side reads they differ."""
+    sets = ("policy.name=basic", "hardware.dram_buffer_gb=1")  # basic: every read PE-side
+    before = simulate(small(*sets, agents=16))
+    after = simulate(small(*sets, "fidelity.de_buffer_for_pe_reads=after-read", agents=16))
+    for r in (before, after):
+        assert r["integrity"]["conservation_ok"] and r["requests"]["failed"] == 0
+    assert after["requests"]["completed"] == before["requests"]["completed"]
+    bd = (before["ttft_breakdown"]["stages"], after["ttft_breakdown"]["stages"])
+    # the DE wait moves from before the read (buffer_wait) to after it (prefill_wait)
+    assert bd[1]["buffer_wait"]["mean"] < bd[0]["buffer_wait"]["mean"]
+    assert bd[1]["prefill_wait"]["mean"] > bd[0]["prefill_wait"]["mean"]
+
+
+def test_a_runtime_that_replaces_the_read_seam_refuses_after_read() -> None:
+    """The process runtime reads on one node in one RPC: it cannot move the DE reservation
+    after the read, and says so when its scheduler is built, naming the setting."""
+
+    class OneNodeReads(GlobalScheduler):
+        async def read_kv(self, req: Request) -> None:
+            raise AssertionError("never reached")
+
+    sc = small("fidelity.de_buffer_for_pe_reads=after-read")
+
+    async def build(clock: VirtualClock) -> str:
+        cluster = build_cluster(sc, clock, 8000, 400)  # the plain scheduler accepts it
+        s = cluster.scheduler
+        with pytest.raises(ValueError, match="virtual time only") as err:
+            OneNodeReads(s.ctx, s.pe_groups, s.de_groups)
+        return str(err.value)
+
+    assert "fidelity.de_buffer_for_pe_reads=after-read" in run_virtual_loop(build)

@@ -295,6 +295,13 @@ class Fidelity(_Section):
         description="fraction of the SNIC line rate a storage read achieves: 3FS's KVCache "
         "peak is ~40 GiB/s per client with one 400 Gbps NIC (0.86); 1 = line rate",
     )
+    de_buffer_for_pe_reads: Literal["before-read", "after-read"] = Field(
+        "before-read",
+        description="when a PE-path read reserves its prompt's KV in the DE DRAM buffer: "
+        "before the read starts (every read holds DE buffer from placement on), or once the "
+        "read is in the PE buffer (the DE buffer receives the KV only from prefill on); the "
+        "paper does not say. after-read runs on virtual time only",
+    )
 
 
 class Limits(_Section):

@@ -41,6 +41,9 @@ class EngineContext:
     kv_token: int  # KV bytes per token, all layers
     faults: FaultPlan
     gpus_per_node: int
+    # fidelity.de_buffer_for_pe_reads == "after-read": a PE-path read takes its DE buffer
+    # space once it is in the PE buffer, not before it starts (docs/fidelity.md).
+    de_buffer_after_pe_read: bool = False
     # Where transfers start: the fabric itself in one process; in the process runtime a
     # transport that charges local hops here and remote hops in their owners' processes.
     transport: Transport | None = None

@@ -59,6 +59,11 @@ class GlobalScheduler:
                     "(dualpath sim, dualpath experiment); choose another policy here"
                 )
             ctx.metrics.read_path.setdefault(ReadPath.SPLIT.value, 0)
+        if ctx.de_buffer_after_pe_read and type(self).read_kv is not GlobalScheduler.read_kv:
+            raise ValueError(
+                "fidelity.de_buffer_for_pe_reads=after-read runs on virtual time only (dualpath "
+                "sim, dualpath experiment); use before-read here"
+            )
         if ctx.engine.fetch_mode == "periodic":
             keys = [("pe", g) for g in range(len(pe_groups))]
             keys += [("de", g) for g in range(len(de_groups))]
@@ -226,8 +231,12 @@ class GlobalScheduler:
         # to the next path choices, which all picked the other side: the reads herded onto
         # one SNIC at a time (docs/scheduling.md, "read_q").
         node.read_q += req.hit
-        await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
-        if req.path is ReadPath.PE and req.hit:
+        pe_read = req.path is ReadPath.PE and req.hit > 0
+        # A PE-path read lands in the PE buffer; its DE space is needed from prefill on.
+        de_later = pe_read and ctx.de_buffer_after_pe_read
+        if not de_later:
+            await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
+        if pe_read:
             await ctx.hw.node_of(pe).buffer.acquire(req.hit * ctx.kv_token)
         req.t_read_start = ctx.clock.now()
         if nbytes > 0:
@@ -238,6 +247,8 @@ class GlobalScheduler:
         node.read_q -= req.hit
         req.t_read_done = ctx.clock.now()
         self._verify_read(req, hit_blocks, nbytes)
+        if de_later:  # counted in the TTFT breakdown's prefill_wait
+            await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
         self.pe_unit[pe.engine_id].enqueue(req)
 
     def plan_read(self, req: Request, stored_blocks: int) -> tuple[NodeState, int, float]:

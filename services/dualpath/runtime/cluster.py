@@ -196,6 +196,7 @@ def build_cluster(
         kv_token=pe_rl.kv_bytes_per_token,
         faults=FaultPlan(sc.faults.corrupt_blocks),
         gpus_per_node=t.gpus_per_node,
+        de_buffer_after_pe_read=sc.fidelity.de_buffer_for_pe_reads == "after-read",
     )
     de_ctx = dataclasses.replace(pe_ctx, roofline=de_rl)
     sched = scheduler(pe_ctx, pe_groups, de_groups)
