@@ -328,3 +328,11 @@ def test_a_long_run_says_how_far_it_is(
     what = "of at most 20 s" if mode == "online" else "turns, emulated"
     assert what in lines[-1] and "wall" in lines[-1]
     assert report["requests"]["completed"] > 0
+
+
+def test_scale_draws_fig15_of_its_largest_run(quick_all: tuple[Path, dict[str, Outcome]]) -> None:
+    out, _ = quick_all
+    summary = json.loads((out / "scale" / "summary.json").read_text())
+    files = [p["file"] for p in summary["plots"]]
+    assert files == ["scale.png", "scale-timeline.png"]
+    assert (out / "scale" / "scale-timeline.png").stat().st_size > 1000

@@ -10,14 +10,16 @@ agents-per-unit ratio, so a near-constant JCT is what linear scaling looks like.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 from dualpath.experiments import charts
 from dualpath.experiments.base import Experiment, Plot, Results, Row, RunSpec, Summary, Table
-from dualpath.experiments.extract import cell, div, fmt, jct, num
+from dualpath.experiments.extract import cell, div, fmt, jct, num, pick
 from dualpath.experiments.figures import paper_row
 from dualpath.experiments.scenarios import ARM_660B, QUICK_SETUP, build, labels, max_len, topo
+from dualpath.report.plots import write_timeline_png
 
 NAME = "scale"
 MAX_LEN = "48k"
@@ -105,7 +107,10 @@ class Scale(Experiment):
         return Summary(
             rows=rows,
             tables=[self._offline_table(quick, results), self._online_table(quick, results)],
-            plots=[Plot("scale.png", "JCT and emulation speed vs scale", _draw(quick, results))],
+            plots=[
+                Plot("scale.png", "JCT and emulation speed vs scale", _draw(quick, results)),
+                *_fig15(quick, results),
+            ],
             setup=self._setup(quick),
         )
 
@@ -152,6 +157,20 @@ class Scale(Experiment):
             "EP groups of the unit's size (prefill EP16, decode EP32) on every point",
             "online: 2P4D at 0.4 APS and 44P88D at 8.8 APS, the paper's stop rule (1 h cap)",
         ]
+
+
+def _fig15(quick: bool, results: Results) -> list[Plot]:
+    """Fig. 15 (prompt TPS, TTFT, running agents over time) of the largest offline run whose
+    report has a timeline (reports cached before the section existed have none)."""
+    units = QUICK_UNITS if quick else OFFLINE_UNITS
+    for u in reversed(units):
+        report = results.get(_offline_key(quick, u))
+        if report is not None and pick(report, "timeline.windows"):
+            p, d, _ = _unit(quick)
+            draw = functools.partial(write_timeline_png, dict(report))
+            caption = f"Fig. 15: {topo(p * u, d * u)} offline over time"
+            return [Plot("scale-timeline.png", caption, draw)]
+    return []
 
 
 def _draw(quick: bool, results: Results) -> Any:
