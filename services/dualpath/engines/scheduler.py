@@ -13,15 +13,16 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
 from dualpath.core.clock import TimerHandle
-from dualpath.engines.capacity import CapacityError, Join
+from dualpath.engines.capacity import CapacityError
 from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.prefill import PrefillUnit
+from dualpath.engines.split_read import read_split, whole_blocks
 from dualpath.entities.queue import TokenQueue
 from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 from dualpath.policies.base import release_prefill
@@ -223,7 +224,9 @@ class GlobalScheduler:
         assert pe is not None and de is not None
         node, hit_blocks, nbytes = self.plan_read(req, ctx.store.prefix_blocks(req.session))
         if req.path is ReadPath.SPLIT:
-            await self._read_split(req, hit_blocks, nbytes)
+            await read_split(ctx, req, hit_blocks, self._target)
+            self._verify_read(req, hit_blocks, nbytes)
+            self.pe_unit[pe.engine_id].enqueue(req)
             return
         # The read is in its node's read queue from the moment its side is chosen, also
         # while it waits for DRAM buffer space (as in the process runtime). Counted only
@@ -263,7 +266,7 @@ class GlobalScheduler:
         req.persisted_blocks = hit_blocks
         req.path = ctx.policy.choose_path(req, pe.node, de.node)
         if req.path is ReadPath.SPLIT:
-            req.path = self._whole_blocks(req, hit_blocks)
+            req.path = whole_blocks(req, hit_blocks, ctx.engine.block_tokens)
         req.buffer_bytes = req.prompt * ctx.kv_token
         node = pe.node if req.path is ReadPath.PE else de.node
         return node, hit_blocks, hit_blocks * ctx.full_block_bytes
@@ -303,46 +306,3 @@ class GlobalScheduler:
             self.account_read(req, hit_blocks, nbytes, "corrupted")
             raise
         self.account_read(req, hit_blocks, nbytes, "ok")
-
-    # --- split reads (policy dualpath-split, policies/split.py) ---------------------------
-    def _whole_blocks(self, req: Request, hit_blocks: int) -> ReadPath:
-        """Round a split's PE part to whole blocks (storage moves Full Blocks); a part that
-        rounds to nothing makes the read a plain one on the other side."""
-        bt = self.ctx.engine.block_tokens
-        pe_blocks = (req.pe_part + bt // 2) // bt
-        req.pe_part = pe_blocks * bt if 0 < pe_blocks < hit_blocks else 0
-        if req.pe_part:
-            return ReadPath.SPLIT
-        return ReadPath.DE if pe_blocks <= 0 else ReadPath.PE
-
-    async def _read_split(self, req: Request, hit_blocks: int, nbytes: float) -> None:
-        """The first `pe_part` tokens' blocks through the PE node's SNIC into its buffer,
-        the rest through the DE node's into the DE buffer: two concurrent flows, each
-        side's read_q holding its part until that part is in."""
-        ctx = self.ctx
-        pe, de = req.pe, req.de
-        assert pe is not None and de is not None
-        pe_blocks = req.pe_part // ctx.engine.block_tokens
-        parts = (
-            (pe.node, req.pe_part, 0, pe_blocks),
-            (de.node, req.hit - req.pe_part, pe_blocks, hit_blocks),
-        )
-        for node, tokens, _, _ in parts:  # queued while waiting for buffers (read_kv)
-            node.read_q += tokens
-        await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
-        await ctx.hw.node_of(pe).buffer.acquire(req.pe_part * ctx.kv_token)
-        req.t_read_start = ctx.clock.now()
-        join = Join()
-        for node, tokens, first, end in parts:
-            hops = ctx.hw.storage_read_hops(node, self._target(req, end))
-            on_done = functools.partial(self._part_read, node, tokens, join.add())
-            ctx.move((end - first) * ctx.full_block_bytes, hops, ctx.vl.kv_vl, on_done)
-        await join.wait()
-        req.t_read_done = ctx.clock.now()
-        self._verify_read(req, hit_blocks, nbytes)
-        self.pe_unit[pe.engine_id].enqueue(req)
-
-    @staticmethod
-    def _part_read(node: NodeState, tokens: int, done: Callable[[], None]) -> None:
-        node.read_q -= tokens
-        done()

@@ -20,7 +20,7 @@ the read there, and with both idle the tie rule (`policy.path_tie`) decides, as 
 so below saturation this policy reads exactly like `dualpath`. (The queues count tokens
 queued or being read, not bytes left, so "together" is approximate, as the paper's signal.)
 
-What a split read moves (engines/scheduler.py `_read_split`, engines/prefill.py): two
+What a split read moves (engines/split_read.py, engines/prefill.py): two
 concurrent storage flows, the first `pe_part` tokens' blocks through the PE node's SNIC into
 the PE buffer and the rest through the DE node's SNIC into the DE buffer, each side's
 `read_q` holding its part until that part is in. Per layer the PE loads its part from its
