@@ -104,6 +104,8 @@ def test_indexed_job_runs_the_grid_and_collects_the_local_summary(tmp_path: Path
                       str(tmp_path / "local")])  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     expected = json.loads((tmp_path / "local" / EXPERIMENT / "summary.json").read_text())
+    # in plan order, however the two workers' runs happened to finish
+    assert [r["key"] for r in expected["runs"]] == grid
     assert _comparable(collected) == _comparable(expected)
     pngs = sorted(p.name for p in (results / EXPERIMENT).glob("*.png"))
     assert pngs and pngs == sorted(p.name for p in (tmp_path / "local" / EXPERIMENT).glob("*.png"))

@@ -221,10 +221,12 @@ def run_experiment(
     index = SharedIndex(out)
     executor = _Executor(runs_dir, n_jobs, log, index)
     t0 = time.perf_counter()
+    planned: list[str] = []  # every stage's keys in plan order: the summary's run order
     try:
         specs = exp.plan(quick)
         _unique(specs, exp.name)
         for stage in range(1, MAX_STAGES + 1):
+            planned += [s.key for s in specs]
             todo = [s for s in specs if force or not reuse(s, runs_dir, index, outcome)]
             if collect:
                 missing = collect_stage(todo, runs_dir, outcome)
@@ -255,6 +257,12 @@ def run_experiment(
             outcome.problems.append(f"more() still asked for runs after {MAX_STAGES} stages")
     finally:
         log.close()
+    # Runs finish in any order with several workers; list them as planned, so a summary
+    # does not depend on which worker was faster (nor on running here or in pods).
+    rank = {k: i for i, k in enumerate(planned)}
+    outcome.records = dict(
+        sorted(outcome.records.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+    )
     _finish(outcome)
     outcome.wall_s = time.perf_counter() - t0
     write_outputs(outcome)
