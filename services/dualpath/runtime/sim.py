@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from dualpath.config.settings import Scenario
 from dualpath.config.workload_sources import build_workload
 from dualpath.core.clock import VirtualClock, VirtualTimeLoop
+from dualpath.core.collector import sparse_collection
 from dualpath.engines.cluster import Cluster
 from dualpath.entities.request import Request
 from dualpath.report.build import build_report, workload_section
@@ -192,7 +193,8 @@ def run_virtual_loop(main: Callable[[VirtualClock], Coroutine[Any, Any, T]]) -> 
     loop closed cleanly before KeyboardInterrupt propagates (no 'loop is closed' noise)."""
     loop = VirtualTimeLoop()
     try:
-        return loop.run_until_complete(main(VirtualClock(loop)))
+        with sparse_collection():
+            return loop.run_until_complete(main(VirtualClock(loop)))
     except KeyboardInterrupt:
         pending = asyncio.all_tasks(loop)
         for task in pending:
