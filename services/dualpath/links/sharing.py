@@ -33,7 +33,7 @@ _OFFER_RTOL = 1e-9
 # Aggregate fast paths need this much headroom so drift in running sums can never overbook.
 _SLACK = 1.0 - 1e-9
 MODE_FULL, MODE_FREE = 0, 1
-_MEMO_MAX = 4096  # arbitrated splits kept (cleared when full: bounded memory)
+_MEMO_MAX = 65536  # arbitrated splits kept (cleared when full: bounded memory)
 
 
 class Sharer:

@@ -29,11 +29,22 @@ class DualPath(SchedulingPolicy):
 
     # --- PE scheduling (Algorithm 1) -------------------------------------------------------
     def pick_prefill(self, engines: Sequence[EngineState]) -> EngineState | None:
-        """Category 2 (short read queue) before category 3 (long); overloaded never."""
+        """Category 2 (short read queue) before category 3 (long); overloaded never. Within
+        a category the least (tok_e, read_q, index). One pass without building lists: this
+        runs for every request over every PE of its group."""
         lim = self.limits
-        short = [e for e in engines if e.tok <= lim.beta and e.node.read_q <= lim.alpha]
-        pool = short or [e for e in engines if e.tok <= lim.beta and e.node.read_q > lim.alpha]
-        return min(pool, key=lambda e: (e.tok, e.node.read_q, e.index)) if pool else None
+        beta, alpha = lim.beta, lim.alpha
+        short: EngineState | None = None
+        long: EngineState | None = None
+        for e in engines:
+            if e.tok > beta:
+                continue
+            if e.node.read_q <= alpha:
+                if short is None or _before(e, short):
+                    short = e
+            elif short is None and (long is None or _before(e, long)):
+                long = e
+        return short if short is not None else long
 
     def assign_prefill(
         self, queue: deque[Request], engines: Sequence[EngineState]
@@ -119,6 +130,16 @@ class DualPath(SchedulingPolicy):
             self.take_decode(req, engine)
             out.append((req, engine))
         return out
+
+
+def _before(a: EngineState, b: EngineState) -> bool:
+    """(tok_e, read_q, index) of `a` below that of `b`, without building the tuples."""
+    if a.tok != b.tok:
+        return a.tok < b.tok
+    qa, qb = a.node.read_q, b.node.read_q
+    if qa != qb:
+        return qa < qb
+    return a.index < b.index
 
 
 def _queued(private: deque[Request]) -> int:
