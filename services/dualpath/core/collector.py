@@ -4,7 +4,7 @@ A virtual-time run allocates fast (a flow, a timer handle and a future or two pe
 keeps much of it alive for long (requests, flows, chain digests, report series), yet it makes
 almost no reference cycles: a 2P4D run with 1024 agents collects fewer than 1,300 objects
 in all. At CPython's default pace (a young collection every 700 allocations, older ones
-re-walking the live heap) the collector took 9-12 % of such a run. Collecting fifty times
+re-walking the live heap) the collector took 9-12 % of such a run. Collecting seventy times
 less often still frees every cycle; results cannot change (nothing in the model runs on
 finalizers), only the time spent.
 """
