@@ -33,9 +33,7 @@ _OFFER_RTOL = 1e-9
 # Aggregate fast paths need this much headroom so drift in running sums can never overbook.
 _SLACK = 1.0 - 1e-9
 MODE_FULL, MODE_FREE = 0, 1
-# Arbitrated splits kept, cleared when full (bounded: a few hundred bytes a split). 8P16D/512 needs
-# 15,837 distinct ones and 2P4D/128 1,771: 4,096 made larger clusters recompute over and over.
-_MEMO_MAX = 65536
+_MEMO_MAX = 4096  # arbitrated splits kept (cleared when full: bounded memory)
 
 
 class Sharer:
