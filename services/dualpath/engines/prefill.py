@@ -47,7 +47,7 @@ class PrefillUnit:
         while True:
             batches = self._form_batches()
             if not batches:
-                self._wake = asyncio.get_running_loop().create_future()
+                self._wake = self.ctx.clock.create_future()
                 await self._wake
                 continue
             await self._forward(batches)
@@ -204,7 +204,7 @@ class PrefillUnit:
                     completed.append(req)
                     self._on_released(req)
         if completed:
-            asyncio.get_running_loop().create_task(self._deliver(outputs, completed))
+            self.ctx.clock.create_task(self._deliver(outputs, completed))
 
     async def _deliver(self, outputs: Join, completed: list[Request]) -> None:
         await outputs.wait()

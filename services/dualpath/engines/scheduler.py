@@ -193,7 +193,7 @@ class GlobalScheduler:
             self._spawn(self.read_kv(req), req)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], req: Request | None = None) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+        task = self.ctx.clock.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(functools.partial(self._task_done, req))
 
@@ -243,7 +243,7 @@ class GlobalScheduler:
             await ctx.hw.node_of(pe).buffer.acquire(req.hit * ctx.kv_token)
         req.t_read_start = ctx.clock.now()
         if nbytes > 0:
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done = ctx.clock.create_future()
             hops = ctx.hw.storage_read_hops(node, self._target(req, hit_blocks))
             ctx.move(nbytes, hops, ctx.vl.kv_vl, lambda: done.set_result(None))
             await done

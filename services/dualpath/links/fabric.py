@@ -138,7 +138,7 @@ class Fabric:
 
     async def transfer(self, nbytes: float, hops: Sequence[Link], vl: int = 0) -> None:
         """Awaitable `start`; cancelling the awaiting task cancels the flow."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut = self._clock.create_future()
 
         def finished() -> None:
             if not fut.done():
