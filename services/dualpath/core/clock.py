@@ -117,6 +117,16 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         timer._scheduled = True  # type: ignore[attr-defined]
         return timer
 
+    def call_soon(
+        self, callback: Callable[[*_Ts], object], *args: *_Ts, context: Context | None = None
+    ) -> asyncio.Handle:
+        """`BaseEventLoop.call_soon` in one frame: every task wake-up comes through here."""
+        if self._closed or self._debug:  # type: ignore[attr-defined]
+            return super().call_soon(callback, *args, context=context)
+        handle = asyncio.Handle(callback, args, self, context)
+        self._ready.append(handle)  # type: ignore[attr-defined]
+        return handle
+
     def close(self) -> None:
         self._timers.clear()
         super().close()
