@@ -58,6 +58,33 @@ def test_several_engine_groups_per_side_share_the_work() -> None:
     assert r["integrity"]["conservation_ok"]
 
 
+@pytest.mark.parametrize("mode", ["on-change", "periodic"])
+def test_pe_groups_share_the_arrivals_evenly(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three PE groups fetch from one FIFO queue: none is always first (least loaded first;
+    periodic leaders out of phase), so each gets about a third of the requests. Always
+    group 0 first gave it 94 % of them at 4P8D."""
+    per_group: dict[int, int] = {}
+    fetch = GlobalScheduler._fetch_prefill
+
+    def counting(self: GlobalScheduler, g: int) -> None:
+        before = len(self.pe_queue)
+        fetch(self, g)
+        per_group[g] = per_group.get(g, 0) + before - len(self.pe_queue)
+
+    monkeypatch.setattr(GlobalScheduler, "_fetch_prefill", counting)
+    r = simulate(
+        small(
+            "topology.prefill_nodes=3",
+            "topology.prefill_group_nodes=1",
+            f"engine.fetch_mode={mode}",
+            agents=24,
+        )
+    )
+    total = r["requests"]["completed"]
+    assert sum(per_group.values()) == total and len(per_group) == 3
+    assert min(per_group.values()) > 0.2 * total, per_group
+
+
 def test_placement_skips_a_node_that_is_down() -> None:
     sc = small("topology.decode_nodes=2", agents=4)
     workload = make_workload(sc)
