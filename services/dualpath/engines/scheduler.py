@@ -17,10 +17,10 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
-from dualpath.core.clock import TimerHandle
 from dualpath.engines.capacity import CapacityError
 from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
+from dualpath.engines.fetches import GroupFetches
 from dualpath.engines.prefill import PrefillUnit
 from dualpath.engines.split_read import read_split, whole_blocks
 from dualpath.entities.queue import TokenQueue
@@ -43,11 +43,10 @@ class GlobalScheduler:
         self.de_private: list[TokenQueue] = [TokenQueue() for _ in de_groups]
         self.pe_unit: dict[str, PrefillUnit] = {}
         self.de_unit: dict[str, DecodeUnit] = {}
-        self._pending: set[tuple[str, int]] = set()
-        self._last: dict[tuple[str, int], float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._polls: dict[tuple[str, int], TimerHandle] = {}
-        self._pe_turn = 0  # the PE group that wins the next tie (`_pe_order`)
+        self.fetches = GroupFetches(
+            ctx.clock, ctx.engine, self.pe_groups, len(de_groups), self._fetch
+        )
         self.fatal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Nodes not to place on (lost: no heartbeat). Empty in a healthy run, so the
         # placement below takes its fast path and is exactly the paper's rules.
@@ -66,59 +65,17 @@ class GlobalScheduler:
                 "fidelity.de_buffer_for_pe_reads=after-read runs on virtual time only (dualpath "
                 "sim, dualpath experiment); use before-read here"
             )
-        if ctx.engine.fetch_mode == "periodic":
-            self._start_polls()
-
-    def _start_polls(self) -> None:
-        """Periodic mode: PE leaders poll out of phase (group g at g/n of an interval), so
-        that no group is always the first to see an arrival (see `_pe_order`)."""
-        clock, n = self.ctx.clock, len(self.pe_groups)
-        interval = self.ctx.engine.fetch_interval_ms / 1000
-        for g in range(n):
-            if g == 0:
-                self._poll(("pe", g))
-            else:
-                poll = functools.partial(self._poll, ("pe", g))
-                self._polls[("pe", g)] = clock.call_at(clock.now() + interval * g / n, poll)
-        for g in range(len(self.de_groups)):
-            self._poll(("de", g))
+        self.fetches.start()
 
     def stop(self) -> None:
         """Stop the periodic polls (nothing else keeps running on its own)."""
-        for handle in self._polls.values():
-            handle.cancel()
-        self._polls.clear()
-
-    def _poll(self, key: tuple[str, int]) -> None:
-        self._fetch(key)
-        clock = self.ctx.clock
-        when = clock.now() + self.ctx.engine.fetch_interval_ms / 1000
-        self._polls[key] = clock.call_at(when, functools.partial(self._poll, key))
+        self.fetches.stop()
 
     # --- entry points -------------------------------------------------------------------
     def submit(self, req: Request) -> None:
         self._check_fits(req)
         self.pe_queue.append(req)
-        self._kick("pe", self._pe_order())
-
-    def _pe_order(self) -> list[int] | range:
-        """PE groups least loaded first (Σ tok_e of the group), ties in turn.
-
-        The paper has every PE group's leader fetch from the one FIFO queue, and the first
-        to fetch takes what its engines' β allows; it does not say which leader comes first.
-        Always group 0 handed it 94 % of the requests at 4P8D (two groups) and left the
-        other group's PEs and SNICs mostly idle. Least loaded first is the paper's own rule
-        for DE groups (phase 1); ties (idle groups) go round in turn, else group 0 would
-        still take every request of a light load. See docs/scheduling.md."""
-        n = len(self.pe_groups)
-        if n == 1:
-            return range(1)
-        turn = self._pe_turn
-        order = sorted(
-            range(n), key=lambda g: (sum(e.tok for e in self.pe_groups[g]), (g - turn) % n)
-        )
-        self._pe_turn = (order[0] + 1) % n
-        return order
+        self.fetches.kick("pe", self.fetches.pe_order())
 
     def _check_fits(self, req: Request) -> None:
         """A request no decode GPU could ever hold would wait forever: fail clearly instead."""
@@ -140,7 +97,7 @@ class GlobalScheduler:
             self.ctx.hw.node_of(pe).buffer.release(req.hit * self.ctx.kv_token)
         elif req.path is ReadPath.SPLIT:
             self.ctx.hw.node_of(pe).buffer.release(req.pe_part * self.ctx.kv_token)
-        self._kick("pe", [pe.group])
+        self.fetches.kick("pe", [pe.group])
 
     def on_prefilled(self, req: Request) -> None:
         assert req.de is not None
@@ -148,30 +105,14 @@ class GlobalScheduler:
 
     def on_decoded(self, req: Request) -> None:
         assert req.de is not None
-        self._kick("de", [req.de.group])
+        self.fetches.kick("de", [req.de.group])
 
     def kick_prefill(self, group: int) -> None:
         """A PE group's state changed from outside (a request left): let it fetch again."""
-        self._kick("pe", [group])
+        self.fetches.kick("pe", [group])
 
-    # --- fetch scheduling ---------------------------------------------------------------
-    def _kick(self, side: str, groups: Sequence[int] | range) -> None:
-        if self.ctx.engine.fetch_mode == "periodic":
-            return  # the next poll will see the change
-        clock = self.ctx.clock
-        interval = self.ctx.engine.fetch_interval_ms / 1000
-        for g in groups:
-            key = (side, g)
-            if key in self._pending:
-                continue
-            self._pending.add(key)
-            when = max(clock.now(), self._last.get(key, -interval) + interval)
-            clock.call_at(when, functools.partial(self._fetch, key))
-
-    def _fetch(self, key: tuple[str, int]) -> None:
-        self._pending.discard(key)
-        self._last[key] = self.ctx.clock.now()
-        side, g = key
+    # --- fetches (their timing: engines/fetches.py) -------------------------------------
+    def _fetch(self, side: str, g: int) -> None:
         if side == "pe":
             self._fetch_prefill(g)
         else:
@@ -190,7 +131,7 @@ class GlobalScheduler:
             req.pe, req.t_pe = pe, now
             self.de_queue.append(req)
         if assigned:
-            self._kick("de", range(len(self.de_groups)))
+            self.fetches.kick("de", range(len(self.de_groups)))
 
     def _live_groups(
         self,
@@ -211,7 +152,7 @@ class GlobalScheduler:
                 gi = live[k]
                 self.de_private[gi].append(req)
                 if gi != g:
-                    self._kick("de", [gi])
+                    self.fetches.kick("de", [gi])
         engines = self._live(self.de_groups[g])
         if not engines:
             return

@@ -117,10 +117,10 @@ class Recovery(GlobalScheduler):
         pe, de = req.pe, req.de
         if pe is not None and req.t_first < 0:  # the PE never reported its release
             release_prefill(req)
-            self._kick("pe", [pe.group])
+            self.fetches.kick("pe", [pe.group])
         if de is not None:
             release_decode(req)
-            self._kick("de", [de.group])
+            self.fetches.kick("de", [de.group])
         for node in {e.node.name for e in (pe, de) if e is not None} - self.down:
             self._spawn(self._release_on(node, req.rid, req.attempt))
 
@@ -137,5 +137,5 @@ class Recovery(GlobalScheduler):
             )
 
     def _kick_all(self) -> None:
-        self._kick("pe", range(len(self.pe_groups)))
-        self._kick("de", range(len(self.de_groups)))
+        self.fetches.kick("pe", self.fetches.pe_order())
+        self.fetches.kick("de", range(len(self.de_groups)))

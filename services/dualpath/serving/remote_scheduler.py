@@ -233,7 +233,7 @@ class RemoteScheduler(Recovery):
         assert pe is not None
         req.t_first = rep.t_first
         release_prefill(req)
-        self._kick("pe", [pe.group])
+        self.fetches.kick("pe", [pe.group])
         hook = self.first_token.pop(req.rid, None)
         if hook is not None:
             hook()
@@ -254,4 +254,4 @@ class RemoteScheduler(Recovery):
         self.on_done(req)
         if not req.done.done():  # a fatal error already failed the turn's client
             req.done.set_result(None)
-        self._kick("de", [de.group])
+        self.fetches.kick("de", [de.group])
