@@ -7,7 +7,7 @@ size), plus the link micro-benchmark. Each scenario runs in its own process, so 
 own. The 8P16D run takes minutes: `--scale` (or `DUALPATH_BENCH_SCALE`) runs it with that
 fraction of its agents (default 0.25: 1024 agents; `--scale 1` is the full 4096), and
 `--profile` prints the functions where the time goes (one scenario, in process). Set
-`DUALPATH_NATIVE=1` to measure the compiled fabric (`python -m dualpath.links.native`).
+`DUALPATH_NATIVE=1` to measure the compiled model (`python -m dualpath.native`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import sys
 import time
 from typing import Any
 
+from dualpath import native
 from dualpath.config.presets import resolve
-from dualpath.links import native
 from dualpath.runtime.sim import simulate
 
 BASE = {"preset": "paper-ds660b-2p4d", "prefill": 2, "decode": 4, "agents": 1024}
@@ -68,7 +68,7 @@ def measure(
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,  # Linux: KiB
         "flows": report["runtime"]["flows"],
         "flows_per_turn": round(report["runtime"]["flows"] / max(1, turns), 2),
-        "compiled_fabric": native.active(),  # DUALPATH_NATIVE=1 with a build (links/native.py)
+        "compiled_fabric": native.active(),  # DUALPATH_NATIVE=1 with a build (dualpath/native/)
     }
     text = ""
     if prof:

@@ -21,6 +21,7 @@ import heapq
 from collections.abc import Callable, Sequence
 
 from dualpath.blocks import BlockRange
+from dualpath.compiled import mypyc_attr
 from dualpath.engines.context import EngineContext, RequestHook
 from dualpath.entities.request import EngineState, Request
 from dualpath.links import Link
@@ -45,6 +46,7 @@ class _Batch:
         self.a2a_pending = 0.0  # all-to-all bytes of steps already run, not yet on the CNIC
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DecodeUnit:
     def __init__(
         self,

@@ -17,6 +17,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from dualpath.blocks import BlockCorrupted, BlockMissing, BlockRange
+from dualpath.compiled import mypyc_attr
 from dualpath.engines.capacity import CapacityError
 from dualpath.engines.context import EngineContext
 from dualpath.engines.decode import DecodeUnit
@@ -28,6 +29,7 @@ from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 from dualpath.policies.base import release_prefill
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GlobalScheduler:
     def __init__(
         self,
@@ -159,7 +161,7 @@ class GlobalScheduler:
         assigned = self.ctx.policy.assign_decode(self.de_private[g], engines)
         for req, de in assigned:
             req.de, req.t_de = de, now
-            req.hbm_bytes = req.length * self.ctx.kv_token
+            req.hbm_bytes = float(req.length * self.ctx.kv_token)
             if de.free_hbm < -1e-6:
                 raise RuntimeError(f"policy over-committed HBM on {de.engine_id}")
             self._spawn(self.read_kv(req), req)
@@ -239,7 +241,7 @@ class GlobalScheduler:
         req.path = ctx.policy.choose_path(req, pe.node, de.node)
         if req.path is ReadPath.SPLIT:
             req.path = whole_blocks(req, hit_blocks, ctx.engine.block_tokens)
-        req.buffer_bytes = req.prompt * ctx.kv_token
+        req.buffer_bytes = float(req.prompt * ctx.kv_token)
         node = pe.node if req.path is ReadPath.PE else de.node
         return node, hit_blocks, hit_blocks * ctx.full_block_bytes
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from dualpath.compiled import mypyc_attr
 from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 
 # (cached_tokens, new_tokens) pairs of a batch -> predicted attention time, seconds.
@@ -46,6 +47,7 @@ class BatchItem:
     new_tokens: int  # prompt tokens computed in this forward (< miss when chunked)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SchedulingPolicy(ABC):
     """Base class; subclasses register under `name` in the policy registry."""
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
+from dualpath.compiled import mypyc_attr
 from dualpath.entities.queue import TokenQueue
 from dualpath.entities.request import EngineState, Request
 from dualpath.policies.base import SchedulingPolicy
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DualPath(SchedulingPolicy):
     name = "dualpath"
     description = "full DualPath: layerwise, dual path, α/β PE choice, Z-threshold DE choice"

@@ -1,5 +1,5 @@
-"""The optional compiled fabric (links/native.py): off unless asked for, never stale, and
-bit-identical to the Python one."""
+"""The optional compiled model (dualpath/native/): off unless asked for, never stale, and
+bit-identical to the Python one, also under policies that subclass the compiled ones."""
 
 from __future__ import annotations
 
@@ -12,19 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.links import native
+from dualpath import native
 
 # A scenario whose flows exercise sharing, VL arbitration and cascades; prints its metrics.
+# `basic` and `dualpath-split` are interpreted subclasses of compiled policy classes.
 _PROBE = """
-import json
+import json, sys
 from dualpath.config.presets import resolve
-from dualpath.links import native
+from dualpath import native
 from dualpath.runtime.sim import simulate
-sc = resolve("paper-ds660b-2p4d", {"workload": {"agents": 8}, "seed": 3}, [])
+sc = resolve("paper-ds660b-2p4d", {"workload": {"agents": 8}, "seed": 3}, sys.argv[1:])
 r = simulate(sc)
 r.pop("runtime")
 print(json.dumps({"native": native.active(), "report": r}, sort_keys=True))
 """
+_POLICIES = ("dualpath", "basic", "dualpath-split")
 
 
 def test_no_build_is_used_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,16 +52,16 @@ def test_a_build_of_other_sources_is_ignored(
 @pytest.mark.skipif(
     shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler"
 )
-def test_compiled_fabric_gives_the_same_report_bit_for_bit(tmp_path: Path) -> None:
+def test_compiled_model_gives_the_same_report_bit_for_bit(tmp_path: Path) -> None:
     pytest.importorskip("mypyc")
     env = {**os.environ, "DUALPATH_NATIVE_DIR": str(tmp_path)}
     subprocess.run(
-        [sys.executable, "-m", "dualpath.links.native"], env=env, check=True, capture_output=True
+        [sys.executable, "-m", "dualpath.native"], env=env, check=True, capture_output=True
     )
 
-    def probe(flag: str) -> dict[str, object]:
+    def probe(flag: str, policy: str) -> dict[str, object]:
         out = subprocess.run(
-            [sys.executable, "-c", _PROBE],
+            [sys.executable, "-c", _PROBE, f"policy.name={policy}"],
             env={**env, "DUALPATH_NATIVE": flag},
             check=True,
             capture_output=True,
@@ -68,6 +70,7 @@ def test_compiled_fabric_gives_the_same_report_bit_for_bit(tmp_path: Path) -> No
         result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
         return result
 
-    compiled, python = probe("1"), probe("0")
-    assert compiled["native"] is True and python["native"] is False
-    assert compiled["report"] == python["report"]
+    for policy in _POLICIES:
+        compiled, python = probe("1", policy), probe("0", policy)
+        assert compiled["native"] is True and python["native"] is False
+        assert compiled["report"] == python["report"], policy

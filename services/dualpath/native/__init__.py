@@ -1,0 +1,141 @@
+"""Optional compiled model (mypyc): the same source, bit-identical results, faster.
+
+Opt-in, never part of the default install: `python -m dualpath.native` (needs mypy from the
+dev extras and a C compiler) compiles the virtual-time runtime's hot modules (the fabric, the
+engines, the DualPath policy, the roofline, the block chains, the clock and the metrics) into
+a cache directory named after a digest of their sources and of the interpreter, and with
+`DUALPATH_NATIVE=1` set, `import dualpath` loads that build, but only while the digest matches
+the sources on disk: an edited `.py` is never shadowed by a stale build (it runs as Python
+until rebuilt). `DUALPATH_NATIVE_DIR` moves the cache (default `~/.cache/dualpath/native`).
+
+Classes users subclass (policies, the scheduler, the decode unit) carry
+`@mypyc_attr(allow_interpreted_subclasses=True)` (dualpath/compiled.py), so plug-ins and the
+process runtime's subclasses stay plain Python on top of the compiled bases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from importlib.abc import MetaPathFinder
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
+
+# Compiled together (mypyc resolves calls between them natively). Not the virtual loop: it
+# subclasses asyncio's selector loop, which mypyc 2.x cannot compile (a C build error).
+MODULES = (
+    "dualpath.links.arbitration",
+    "dualpath.links.stats",
+    "dualpath.links.link",
+    "dualpath.links.schedule",
+    "dualpath.links.sharing",
+    "dualpath.links.fabric",
+    "dualpath.roofline.model",
+    "dualpath.entities.request",
+    "dualpath.entities.metrics",
+    "dualpath.blocks.range",
+    "dualpath.blocks.chain",
+    "dualpath.blocks.store",
+    "dualpath.core.clock",
+    "dualpath.policies.base",
+    "dualpath.policies.dualpath",
+    "dualpath.engines.context",
+    "dualpath.engines.hardware",
+    "dualpath.engines.fetches",
+    "dualpath.engines.decode",
+    "dualpath.engines.prefill",
+    "dualpath.engines.scheduler",
+    "dualpath.report.floor",
+    "dualpath.report.breakdown",
+)
+_SERVICES = Path(__file__).resolve().parents[2]
+
+
+def _source(module: str) -> Path:
+    return _SERVICES.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def cache_root() -> Path:
+    default = Path.home() / ".cache" / "dualpath" / "native"
+    return Path(os.environ.get("DUALPATH_NATIVE_DIR") or default)
+
+
+def digest() -> str:
+    """Identity of a build: the interpreter and the exact bytes of every compiled module."""
+    h = hashlib.sha256(sys.version.encode())
+    for module in MODULES:
+        h.update(module.encode())
+        h.update(_source(module).read_bytes())
+    return h.hexdigest()[:20]
+
+
+class _Finder(MetaPathFinder):
+    """Serves the compiled modules (and mypyc's shared runtime library) from the build."""
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self._files = files
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        file = self._files.get(fullname)
+        return None if file is None else importlib.util.spec_from_file_location(fullname, file)
+
+
+def install() -> bool:
+    """Route the compiled modules to a matching build, if there is one. Called by
+    `dualpath/__init__.py`, before any of them is imported; returns whether they will be."""
+    if os.environ.get("DUALPATH_NATIVE", "0") != "1":
+        return False
+    if any(isinstance(f, _Finder) for f in sys.meta_path):
+        return True
+    try:
+        build = cache_root() / digest()
+        manifest = json.loads((build / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    files = {name: build / file for name, file in manifest["files"].items()}
+    if not all(f.is_file() for f in files.values()):
+        return False
+    sys.meta_path.insert(0, _Finder(files))
+    return True
+
+
+def active() -> bool:
+    """Whether the model running now is the compiled one (every module of the build)."""
+    modules = [importlib.import_module(m) for m in MODULES]
+    return not any(str(getattr(m, "__file__", "")).endswith(".py") for m in modules)
+
+
+def build(out: Path | None = None) -> Path:
+    """Compile the modules with mypyc in a scratch copy of the package; keep only the shared
+    objects, under the digest of the sources they were built from."""
+    dest = out or cache_root() / digest()
+    with tempfile.TemporaryDirectory(prefix="dualpath-native-") as tmp:
+        work = Path(tmp)
+        ignore = shutil.ignore_patterns("__pycache__", "*.so", "*.pyc")
+        shutil.copytree(_SERVICES / "dualpath", work / "dualpath", ignore=ignore)
+        sources = [str(_source(m).relative_to(_SERVICES)) for m in MODULES]
+        subprocess.run([sys.executable, "-m", "mypyc", *sources], cwd=work, check=True)
+        dest.mkdir(parents=True, exist_ok=True)
+        files: dict[str, str] = {}
+        for so in work.glob("*__mypyc*.so"):  # mypyc's shared runtime, a top-level module
+            shutil.copy2(so, dest / so.name)
+            files[so.name.split(".", 1)[0]] = so.name
+        for module in MODULES:
+            package, name = module.rsplit(".", 1)
+            (so,) = work.joinpath(*package.split(".")).glob(f"{name}.*.so")
+            # Modules of different packages may share a file name (a flat cache directory).
+            target = f"{module}{''.join(so.suffixes)}"
+            shutil.copy2(so, dest / target)
+            files[module] = target
+    (dest / "manifest.json").write_text(json.dumps({"files": files}, indent=2))
+    return dest
