@@ -23,7 +23,7 @@ JOBS ?= 2
 EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
-.PHONY: help install run load sim test bench lint proto clean distclean experiments-quick compose-test \
+.PHONY: help install run load sim test bench native lint proto clean distclean experiments-quick compose-test \
 	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity exp-scale
 
 help: ## list the targets
@@ -59,8 +59,11 @@ test: $(STAMP) ## run the test suite
 compose-test: $(STAMP) ## docker-compose.yml for real: build, up, chat, Locust, report, Prometheus, down -v (Docker, else podman) -> out/compose/
 	VENV=$(VENV) COMPOSE_TEST_OUT=$(OUT)/compose scripts/containers/compose-test.sh
 
-bench: $(STAMP) ## virtual-time runtime at paper scale, process runtime request rate, Locust 1 vs N workers
-	$(BIN)/python -m dualpath.bench
+native: $(STAMP) ## compile the virtual-time model with mypyc; runs with DUALPATH_NATIVE=1 use it (docs/native.md)
+	$(BIN)/python -m dualpath.native
+
+bench: native ## virtual-time runtime at paper scale (compiled model), process runtime request rate, Locust 1 vs N workers
+	DUALPATH_NATIVE=1 $(BIN)/python -m dualpath.bench
 	$(BIN)/python -m dualpath.launcher.bench
 	$(BIN)/python -m dualpath.launcher.load_bench
 
@@ -83,29 +86,29 @@ experiments-quick: $(STAMP) ## every experiment, tiny scenarios (a minute; NOT c
 	$(DUALPATH) experiment online-capacity --quick --jobs $(JOBS) --out $(EXP_OUT)
 	$(DUALPATH) experiment scale --quick --jobs $(JOBS) --out $(EXP_OUT)
 
-exp-offline-agents: $(STAMP) ## Fig. 7 offline JCT vs agents, full grid (hours; resumable)
-	$(DUALPATH) experiment offline-agents --jobs $(JOBS) --out $(EXP_OUT)
+exp-offline-agents: native ## Fig. 7 offline JCT vs agents, full grid (hours; resumable)
+	DUALPATH_NATIVE=1 $(DUALPATH) experiment offline-agents --jobs $(JOBS) --out $(EXP_OUT)
 
-exp-pd-ratio: $(STAMP) ## Fig. 8 P/D ratio 1P1D/2P1D/1P2D, DS 27B (hours; resumable)
-	$(DUALPATH) experiment pd-ratio --jobs $(JOBS) --out $(EXP_OUT)
+exp-pd-ratio: native ## Fig. 8 P/D ratio 1P1D/2P1D/1P2D, DS 27B (hours; resumable)
+	DUALPATH_NATIVE=1 $(DUALPATH) experiment pd-ratio --jobs $(JOBS) --out $(EXP_OUT)
 
-exp-append-scale: $(STAMP) ## Fig. 9 left: append-length scale x1..x3, DS 660B (hours)
-	$(DUALPATH) experiment append-scale --jobs $(JOBS) --out $(EXP_OUT)
+exp-append-scale: native ## Fig. 9 left: append-length scale x1..x3, DS 660B (hours)
+	DUALPATH_NATIVE=1 $(DUALPATH) experiment append-scale --jobs $(JOBS) --out $(EXP_OUT)
 
-exp-ablation: $(STAMP) ## Fig. 12 right: Basic, +layerwise, +dual path, +scheduler (hours)
-	$(DUALPATH) experiment ablation --jobs $(JOBS) --out $(EXP_OUT)
+exp-ablation: native ## Fig. 12 right: Basic, +layerwise, +dual path, +scheduler (hours)
+	DUALPATH_NATIVE=1 $(DUALPATH) experiment ablation --jobs $(JOBS) --out $(EXP_OUT)
 
-exp-balance: $(STAMP) ## Fig. 13/14: storage-NIC and attention max/avg balance
-	$(DUALPATH) experiment balance --jobs $(JOBS) --out $(EXP_OUT)
+exp-balance: native ## Fig. 13/14: storage-NIC and attention max/avg balance
+	DUALPATH_NATIVE=1 $(DUALPATH) experiment balance --jobs $(JOBS) --out $(EXP_OUT)
 
-exp-pd-range: $(STAMP) ## §4.2 bottleneck-free P/D range sweep, DS 27B (hours)
-	$(DUALPATH) experiment pd-range --jobs $(JOBS) --out $(EXP_OUT)
+exp-pd-range: native ## §4.2 bottleneck-free P/D range sweep, DS 27B (hours)
+	DUALPATH_NATIVE=1 $(DUALPATH) experiment pd-range --jobs $(JOBS) --out $(EXP_OUT)
 
-exp-online-capacity: $(STAMP) ## Fig. 10 / Table 3: online APS sweep + capacity bisection (hours)
-	$(DUALPATH) experiment online-capacity --jobs $(JOBS) --out $(EXP_OUT)
+exp-online-capacity: native ## Fig. 10 / Table 3: online APS sweep + capacity bisection (hours)
+	DUALPATH_NATIVE=1 $(DUALPATH) experiment online-capacity --jobs $(JOBS) --out $(EXP_OUT)
 
-exp-scale: $(STAMP) ## Table 3 / §7.6: 2P4D/2K agents to 48P96D/48K, 44P88D online (hours: 48P96D alone ~1-2 h)
-	$(DUALPATH) experiment scale --jobs $(JOBS) --out $(EXP_OUT)
+exp-scale: native ## Table 3 / §7.6: 2P4D/2K agents to 48P96D/48K, 44P88D online (hours: 48P96D alone ~1-2 h)
+	DUALPATH_NATIVE=1 $(DUALPATH) experiment scale --jobs $(JOBS) --out $(EXP_OUT)
 
 clean: ## remove outputs and caches (keeps .venv)
 	rm -rf $(OUT) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -68,7 +68,7 @@ def measure(
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,  # Linux: KiB
         "flows": report["runtime"]["flows"],
         "flows_per_turn": round(report["runtime"]["flows"] / max(1, turns), 2),
-        "compiled_fabric": native.active(),  # DUALPATH_NATIVE=1 with a build (dualpath/native/)
+        "compiled_model": native.active(),  # DUALPATH_NATIVE=1 with a build (dualpath/native/)
     }
     text = ""
     if prof:

@@ -63,6 +63,10 @@ def _source(module: str) -> Path:
     return _SERVICES.joinpath(*module.split(".")).with_suffix(".py")
 
 
+class BuildError(RuntimeError):
+    """The compiler could not build the modules (message says why and what to install)."""
+
+
 def cache_root() -> Path:
     default = Path.home() / ".cache" / "dualpath" / "native"
     return Path(os.environ.get("DUALPATH_NATIVE_DIR") or default)
@@ -124,7 +128,18 @@ def build(out: Path | None = None) -> Path:
         ignore = shutil.ignore_patterns("__pycache__", "*.so", "*.pyc")
         shutil.copytree(_SERVICES / "dualpath", work / "dualpath", ignore=ignore)
         sources = [str(_source(m).relative_to(_SERVICES)) for m in MODULES]
-        subprocess.run([sys.executable, "-m", "mypyc", *sources], cwd=work, check=True)
+        # mypyc type-checks what the modules import too (the settings: pydantic models, which
+        # need the project's plugin); only this copy may be on its path, not a PYTHONPATH.
+        (work / "mypy.ini").write_text("[mypy]\nplugins = pydantic.mypy\n")
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
+        cmd = [sys.executable, "-m", "mypyc", *sources]
+        done = subprocess.run(cmd, check=False, cwd=work, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+            raise BuildError(
+                f"mypyc failed (exit {done.returncode}); it needs mypy from the dev extras "
+                f"(pip install -e '.[dev]') and a C compiler. Its last lines:\n{tail}"
+            )
         dest.mkdir(parents=True, exist_ok=True)
         files: dict[str, str] = {}
         for so in work.glob("*__mypyc*.so"):  # mypyc's shared runtime, a top-level module

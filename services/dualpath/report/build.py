@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dualpath import native
 from dualpath.config.workload_sources import build_workload
 from dualpath.engines.hardware import GBPS_TO_BYTES
 from dualpath.report.breakdown import ttft_breakdown
@@ -252,6 +253,7 @@ def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
             "wall_s": wall_s,
             "emulated_per_wall": jct / wall_s if wall_s > 0 else 0.0,
             "flows": cluster.hw.fabric.flows_started,
+            "compiled": native.active(),  # DUALPATH_NATIVE=1 (docs/native.md): same results
         },
         "jct_s": jct,
         "faults": {"schedule": list(sc.faults.schedule), "events": list(cluster.faults.log)},

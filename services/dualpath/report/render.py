@@ -96,7 +96,8 @@ def _common_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("blocks read / persisted", f"{integ['blocks_read']} / {integ['blocks_persisted']}"),
         ("lost / corrupted", f"{integ['blocks_lost']} / {integ['blocks_corrupted']}"),
         ("conservation", "ok" if integ["conservation_ok"] else "VIOLATED"),
-        ("runtime", f"{rt['kind']}, {rt['wall_s']:.1f} s wall, "
+        ("runtime", f"{rt['kind']}{', compiled' if rt.get('compiled') else ''}, "
+         f"{rt['wall_s']:.1f} s wall, "
          f"{rt['emulated_per_wall']:.0f} emulated s per wall s, "
          f"lag p99 {_duration(rt['lag_p99_s'])}"),
     ]  # fmt: skip
