@@ -3,9 +3,10 @@
 Prints, for the paper's 2P4D testbed with 1024 agents (64K) and for a 4x cluster (8P16D, 4096
 agents), the wall and CPU time, turns per wall (and CPU) second, emulated seconds per wall
 second and peak RSS, then the ratio of their per-turn costs (how cost grows with cluster
-size), plus the link micro-benchmark. Each scenario runs in its own process, so its RSS is its
-own. The 8P16D run takes minutes: `--scale` (or `DUALPATH_BENCH_SCALE`) runs it with that
-fraction of its agents (default 0.25: 1024 agents; `--scale 1` is the full 4096), and
+size), the same for the 4x cluster in EP groups of the 2P4D unit's size (as the scale
+experiment runs it), plus the link micro-benchmark. Each scenario runs in its own process,
+so its RSS is its own. The 8P16D runs take minutes: `--scale` (or `DUALPATH_BENCH_SCALE`)
+runs them with that fraction of their agents (default 0.25: 1024; `--scale 1`: 4096), and
 `--profile` prints the functions where the time goes (one scenario, in process). Set
 `DUALPATH_NATIVE=1` to measure the compiled model (`python -m dualpath.native`).
 """
@@ -33,6 +34,10 @@ LARGE = {"preset": "paper-ds660b-2p4d", "prefill": 8, "decode": 16, "agents": 40
 DEFAULT_SCALE = 0.25
 TARGET_WALL_S = 30  # issue 13: 2P4D/1024 in <= 30 s wall (>= 70x real time)
 TARGET_RATIO = 1.2  # issue 13: per-turn cost 8P16D/4096 over 2P4D/1024
+# The 4x cluster again, split into EP groups of the 2P4D unit's size, as the scale experiment
+# runs it (experiments/scale.py): per-decode-chunk and per-DE-choice work is O(GPUs of an EP
+# group), so this separates cluster size from EP group size in the cost growth.
+UNIT_GROUPS = ["topology.prefill_group_nodes=2", "topology.decode_group_nodes=4"]
 
 
 def measure(
@@ -151,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         results["ratio"] = ratio(base, large)
         note = "" if args.scale == 1 else f" (scale {args.scale}: not 4096 agents)"
         print("per-turn cost: " + json.dumps(results["ratio"]) + note)
+        units = _in_child(large_spec, [*args.sets, *UNIT_GROUPS])
+        units["scenario"] += " in 2P4D-sized EP groups"
+        results["large_unit_groups"] = units
+        print("sim: " + json.dumps(units))
+        results["ratio_unit_groups"] = ratio(base, units)
+        print("per-turn cost: " + json.dumps(results["ratio_unit_groups"]) + note)
     if args.json_out:
         with open(args.json_out, "w") as fh:
             json.dump(results, fh, indent=2)
