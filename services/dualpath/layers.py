@@ -22,6 +22,9 @@ ROOT_NODE = "__init__"  # the package's own __init__.py
 # Bottom first. A node may import only nodes of the layers below its own: siblings in one
 # layer stay independent, so moving one never drags another along.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    # The optional compiled build's loader (the package's __init__ installs it first) and the
+    # no-op mypyc decorator the compiled classes carry: standard library only.
+    ("native", "compiled"),
     ("entities", "plugins", "logs", "rpc", ROOT_NODE),  # records, plug-in loader, logging, stubs
     ("core",),  # clocks
     ("blocks", "links", "faults"),  # KV blocks, the link fabric, the fault schedule grammar

@@ -100,5 +100,5 @@ def test_every_kind_of_import_counts(tmp_path: Path) -> None:
         "plugins": {"__init__"},
     }
     assert cycles(graph) == [["engines", "report"]]
-    assert "entities -> engines: imports from a higher layer (0 -> 6)" in violations(graph)
+    assert "entities -> engines: imports from a higher layer (1 -> 7)" in violations(graph)
     assert main([str(root)]) == 1
