@@ -29,8 +29,8 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 
-# Compiled together (mypyc resolves calls between them natively). Not the virtual loop: it
-# subclasses asyncio's selector loop, which mypyc 2.x cannot compile (a C build error).
+# Compiled together (mypyc resolves calls between them natively). Not the virtual loop: a
+# subclass of asyncio's loop can only be a non-native class, and that ran slower (native.md).
 MODULES = (
     "dualpath.links.arbitration",
     "dualpath.links.stats",
