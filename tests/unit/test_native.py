@@ -48,6 +48,24 @@ def test_a_build_of_other_sources_is_ignored(
     assert native.install() is False
 
 
+def test_an_edit_anywhere_in_the_package_invalidates_the_build(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Compiled code assumes the types of what it imports, so an edit to a module outside
+    the build (here the settings) must also send the package back to Python."""
+    services = Path(native.__file__).resolve().parents[2]
+    copy = tmp_path / "services"
+    shutil.copytree(
+        services / "dualpath", copy / "dualpath", ignore=shutil.ignore_patterns("*.pyc")
+    )
+    monkeypatch.setattr(native, "_SERVICES", copy)
+    before = native.digest()
+    settings = copy / "dualpath" / "config" / "settings.py"
+    settings.write_text(settings.read_text() + "\n# edited\n")
+    assert "dualpath.config.settings" not in native.MODULES
+    assert native.digest() != before
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler"
@@ -58,6 +76,10 @@ def test_compiled_model_gives_the_same_report_bit_for_bit(tmp_path: Path) -> Non
     subprocess.run(
         [sys.executable, "-m", "dualpath.native"], env=env, check=True, capture_output=True
     )
+    again = subprocess.run(
+        [sys.executable, "-m", "dualpath.native"], env=env, check=True, capture_output=True
+    )
+    assert again.stdout.decode().startswith("up to date: ")  # no second compile
 
     def probe(flag: str, policy: str) -> dict[str, object]:
         out = subprocess.run(

@@ -5,8 +5,8 @@ dev extras and a C compiler) compiles the virtual-time runtime's hot modules (th
 engines, the DualPath policy, the roofline, the block chains, the clock and the metrics) into
 a cache directory named after a digest of their sources and of the interpreter, and with
 `DUALPATH_NATIVE=1` set, `import dualpath` loads that build, but only while the digest matches
-the sources on disk: an edited `.py` is never shadowed by a stale build (it runs as Python
-until rebuilt). `DUALPATH_NATIVE_DIR` moves the cache (default `~/.cache/dualpath/native`).
+the package's sources on disk: after any edit the package runs as Python until rebuilt, never
+on a stale build. `DUALPATH_NATIVE_DIR` moves the cache (default `~/.cache/dualpath/native`).
 
 Classes users subclass (policies, the scheduler, the decode unit) carry
 `@mypyc_attr(allow_interpreted_subclasses=True)` (dualpath/compiled.py), so plug-ins and the
@@ -73,12 +73,27 @@ def cache_root() -> Path:
 
 
 def digest() -> str:
-    """Identity of a build: the interpreter and the exact bytes of every compiled module."""
+    """Identity of a build: the interpreter, the module list and the exact bytes of every
+    source of the package. Not only the compiled modules: their machine code also assumes
+    the types of what they import (settings, workload records), so any edit invalidates it."""
     h = hashlib.sha256(sys.version.encode())
-    for module in MODULES:
-        h.update(module.encode())
-        h.update(_source(module).read_bytes())
+    h.update(" ".join(MODULES).encode())
+    package = _SERVICES / "dualpath"
+    for path in sorted(package.rglob("*.py")):
+        h.update(path.relative_to(package).as_posix().encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:20]
+
+
+def built() -> Path | None:
+    """The build for these sources, if there is a complete one."""
+    where = cache_root() / digest()
+    try:
+        manifest = json.loads((where / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    files = [where / file for file in manifest["files"].values()]
+    return where if files and all(f.is_file() for f in files) else None
 
 
 class _Finder(MetaPathFinder):
@@ -101,14 +116,11 @@ def install() -> bool:
         return False
     if any(isinstance(f, _Finder) for f in sys.meta_path):
         return True
-    try:
-        build = cache_root() / digest()
-        manifest = json.loads((build / "manifest.json").read_text())
-    except (OSError, ValueError):
+    where = built()
+    if where is None:
         return False
-    files = {name: build / file for name, file in manifest["files"].items()}
-    if not all(f.is_file() for f in files.values()):
-        return False
+    manifest = json.loads((where / "manifest.json").read_text())
+    files = {name: where / file for name, file in manifest["files"].items()}
     sys.meta_path.insert(0, _Finder(files))
     return True
 
