@@ -6,7 +6,8 @@ Run by the project image's Python on the compose network (the services are reach
 by name, and only there). It asks every service for its statistics over gRPC with the run's
 token (DUALPATH_TOKEN, which the cluster's containers have), builds the report with the same
 code and contract as `dualpath run` (dualpath.launcher.collect), prints it as JSON and exits
-1 when a block was lost or corrupted. It stops nothing: the cluster keeps serving.
+1 when a block was lost or corrupted, 3 (naming the service) when one did not answer within
+its deadline. It stops nothing: the cluster keeps serving.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 import sys
 import time
 from typing import Any
+
+import grpc
 
 from dualpath.config.presets import resolve
 from dualpath.launcher.collect import process_report
@@ -30,7 +33,22 @@ PRESET = "smoke"
 TIMEOUT_S = 30.0
 
 
+UNANSWERED = 3  # exit code: a service did not answer (worth one more try), not lost blocks
+
+
+class UnansweredError(Exception):
+    pass
+
+
 async def stats(name: str, token: str | None) -> dict[str, Any]:
+    try:
+        return await _stats(name, token)
+    except grpc.aio.AioRpcError as e:
+        why = f"{e.code().name}: {e.details()}"
+        raise UnansweredError(f"{name} did not answer Stats ({why})") from e
+
+
+async def _stats(name: str, token: str | None) -> dict[str, Any]:
     async with make_channel(f"{name}:50051", token) as channel:
         stub: Any
         if name == "storage":
@@ -51,7 +69,11 @@ async def gather(token: str | None) -> list[dict[str, Any]]:
 
 def main() -> int:
     token = os.environ.get("DUALPATH_TOKEN") or None
-    services = asyncio.run(gather(token))
+    try:
+        services = asyncio.run(gather(token))
+    except UnansweredError as e:
+        print(f"cluster report: {e}", file=sys.stderr)
+        return UNANSWERED
     sched = next(s for s in services if s["service"] == "scheduler")
     now = sched["now"]
     rows = sched["metrics"]["requests"]
