@@ -142,17 +142,42 @@ class LocalCluster:
         finally:
             await r.aclose()
 
-    def refresh_members(self) -> None:
-        """Re-read the registry: a restarted service listens on a new port."""
+    def settle(self) -> dict[str, str]:
+        """Wait (bounded by `start_timeout_s`) until every service that should be up answers
+        its health check, and return their gRPC addresses by name. A service a fault started
+        again just before the end registers its new address only once it is up (asking the
+        old one is refused); one a kill fault keeps down for good is left out."""
+        return asyncio.run(self._wait_serving())
 
-        async def read() -> list[Member]:
-            r = aioredis.Redis.from_url(self.redis_url, socket_timeout=5)
-            try:
-                return await Registry(r, self.run_id).members()
-            finally:
-                await r.aclose()
-
-        self.members = asyncio.run(read())
+    async def _wait_serving(self) -> dict[str, str]:
+        deadline = time.monotonic() + self.opts.start_timeout_s
+        r = aioredis.Redis.from_url(self.redis_url, socket_timeout=5)
+        try:
+            registry = Registry(r, self.run_id)
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+                while True:
+                    self.tick()  # a fault due now still happens; a crashed service restarts
+                    want = {p.name for p in self.group.procs} - self.group.held
+                    if essential := sorted(self.group.held & {"storage", "scheduler"}):
+                        raise ClusterStartError(
+                            f"{' and '.join(essential)} stayed down to the end of the run (a "
+                            "kill fault without a duration): the report needs its statistics; "
+                            "give the fault an end, e.g. kill:storage@10+5"
+                        )
+                    self.members = await registry.members()
+                    up = [m for m in self.members if m.name in want]
+                    if {m.name for m in up} == want and await _all_healthy(http, up):
+                        return {m.name: m.grpc_addr for m in up}
+                    if time.monotonic() > deadline:
+                        missing = sorted(want - {m.name for m in up}) or sorted(want)
+                        raise ClusterStartError(
+                            f"at the end of the run, not every service answered within "
+                            f"{self.opts.start_timeout_s:.0f} s (waiting for: "
+                            f"{', '.join(missing)}); logs in {self.group.log_dir}"
+                        )
+                    await asyncio.sleep(0.2)
+        finally:
+            await r.aclose()
 
     def stop(self) -> list[str]:
         killed = self.group.stop(self.opts.grace_s)

@@ -106,8 +106,7 @@ def finish_run(
     on SIGTERM), check the history and build the report (the contract of `dualpath sim`).
     `started`: perf_counter() before the cluster started; `wall_s`: the workload's wall time."""
     t_now = RealClock(cl.opts.dilation, epoch=cl.epoch).now()
-    cl.refresh_members()
-    services = asyncio.run(gather_stats(cl.grpc_addrs(), token=cl.opts.token))
+    services = asyncio.run(gather_stats(cl.settle(), token=cl.opts.token))
     killed = cl.group.stop(cl.opts.grace_s)
     history = asyncio.run(read_history(cl.redis_url, cl.run_id))
     sched = next(s for s in services if s["service"] == "scheduler")
