@@ -4,7 +4,8 @@ Prints, for the paper's 2P4D testbed with 1024 agents (64K) and for a 4x cluster
 agents), the wall and CPU time, turns per wall (and CPU) second, emulated seconds per wall
 second and peak RSS, then the ratio of their per-turn costs (how cost grows with cluster
 size), the same for the 4x cluster in EP groups of the 2P4D unit's size (as the scale
-experiment runs it), plus the link micro-benchmark. Each scenario runs in its own process,
+experiment runs it), plus the link micro-benchmark and the host's speed on a fixed piece of
+Python (each CPU time is also given in those units). Each scenario runs in its own process,
 so its RSS is its own. The 8P16D runs take minutes: `--scale` (or `DUALPATH_BENCH_SCALE`)
 runs them with that fraction of their agents (default 0.25: 1024; `--scale 1`: 4096), and
 `--profile` prints the functions where the time goes (one scenario, in process). Set
@@ -15,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import heapq
 import io
 import json
+import math
 import os
 import pstats
 import resource
@@ -83,6 +86,35 @@ def measure(
     return figures, text
 
 
+def host_reference(repeat: int = 5) -> dict[str, Any]:
+    """Seconds this host takes for a fixed piece of pure-Python work (a heap of timers and a
+    dict of running sums, the simulator's staple operations), best of `repeat`. This VM's
+    speed has differed by 2x between days, so figures from two days compare only divided
+    by this: `cpu_per_reference` is a run's CPU time in these units."""
+    best = math.inf
+    for _ in range(repeat):
+        t0 = time.process_time()
+        _reference_work()
+        best = min(best, time.process_time() - t0)
+    return {"reference_s": round(best, 4)}
+
+
+def _per_reference(figures: dict[str, Any], reference_s: float) -> dict[str, Any]:
+    figures["cpu_per_reference"] = round(figures["cpu_s"] / reference_s)
+    return figures
+
+
+def _reference_work() -> None:
+    heap: list[tuple[float, int]] = []
+    sums: dict[int, float] = {}
+    for i in range(200_000):
+        heapq.heappush(heap, ((i * 0.618034) % 1.0, i))
+        key = i & 1023
+        sums[key] = sums.get(key, 0.0) + 1.5
+        if len(heap) > 64:
+            heapq.heappop(heap)
+
+
 def _in_child(spec: dict[str, Any], sets: list[str]) -> dict[str, Any]:
     """Measure one scenario in a fresh interpreter: its peak RSS is its own, not the max of
     everything this process ran before."""
@@ -133,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(figures))
         return 0
 
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"host": host_reference()}
+    print(f"host: {json.dumps(results['host'])}")
     if not args.no_links:
         from dualpath.links.bench import bench_fabric
 
@@ -146,17 +179,19 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
     else:
         base = _in_child(base_spec, args.sets)
+    ref = results["host"]["reference_s"]
+    _per_reference(base, ref)
     results["base"] = {**base, "target_wall_s": TARGET_WALL_S}
     print("sim: " + json.dumps(results["base"]))
     if args.scale > 0 and not args.profile:
         large_spec = {**LARGE, "agents": max(1, round(LARGE["agents"] * args.scale))}
-        large = _in_child(large_spec, args.sets)
+        large = _per_reference(_in_child(large_spec, args.sets), ref)
         results["large"] = large
         print("sim: " + json.dumps(large))
         results["ratio"] = ratio(base, large)
         note = "" if args.scale == 1 else f" (scale {args.scale}: not 4096 agents)"
         print("per-turn cost: " + json.dumps(results["ratio"]) + note)
-        units = _in_child(large_spec, [*args.sets, *UNIT_GROUPS])
+        units = _per_reference(_in_child(large_spec, [*args.sets, *UNIT_GROUPS]), ref)
         units["scenario"] += " in 2P4D-sized EP groups"
         results["large_unit_groups"] = units
         print("sim: " + json.dumps(units))
