@@ -129,3 +129,21 @@ def test_set_rate_on_an_arbitrated_link_does_not_reuse_old_splits() -> None:
         [shares[2] * 50 * GB, shares[0] * 50 * GB, shares[2] * 25 * GB, shares[0] * 25 * GB],
         rel=1e-12,
     )
+
+
+def test_the_arbitration_memo_grows_with_the_arbitrated_links() -> None:
+    """Sized for one 2P4D unit (96 CNIC directions), a fixed memo was cleared so often at
+    48P96D (2,304) that its hits collapsed; it now keeps 32 splits per arbitrated link."""
+
+    async def main(clock: VirtualClock) -> tuple[int, int]:
+        fabric = Fabric(clock)
+        arb = paper_cnic_arbitration()
+        for i in range(96):
+            fabric.add_link(f"unit.gpu{i}", GB, arb)
+            fabric.add_link(f"unit.dram{i}", GB)  # not arbitrated: not counted
+        small = fabric._sharer.memo_max
+        for i in range(2304 - 96):
+            fabric.add_link(f"big.gpu{i}", GB, arb)
+        return small, fabric._sharer.memo_max
+
+    assert run_virtual(main) == (4096, 32 * 2304)

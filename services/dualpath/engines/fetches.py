@@ -44,6 +44,7 @@ class GroupFetches:
         self._pending: set[Key] = set()
         self._last: dict[Key, float] = {}
         self._polls: dict[Key, TimerHandle] = {}
+        self._calls: dict[Key, Callable[[], None]] = {}
         self._pe_turn = 0  # the PE group that wins the next tie (`pe_order`)
 
     def start(self) -> None:
@@ -80,7 +81,10 @@ class GroupFetches:
                 continue
             self._pending.add(key)
             when = max(clock.now(), self._last.get(key, -interval) + interval)
-            clock.call_at(when, functools.partial(self._fetch, key))
+            call = self._calls.get(key)
+            if call is None:  # one per group, kept: a kick is per arrival and per group
+                call = self._calls[key] = functools.partial(self._fetch, key)
+            clock.call_at(when, call)
 
     def pe_order(self) -> list[int] | range:
         """PE groups least loaded first (Σ tok_e of the group), ties in turn.
@@ -94,7 +98,15 @@ class GroupFetches:
         if n == 1:
             return range(1)
         turn = self._pe_turn
-        order = sorted(range(n), key=lambda g: (sum(e.tok for e in groups[g]), (g - turn) % n))
+        # Explicit loops, no generator per group: this runs at every arrival over every
+        # PE of the cluster (384 at 48P96D).
+        loads = [0] * n
+        for g in range(n):
+            total = 0
+            for e in groups[g]:
+                total += e.tok
+            loads[g] = total
+        order = sorted(range(n), key=lambda g: (loads[g], (g - turn) % n))
         self._pe_turn = (order[0] + 1) % n
         return order
 

@@ -54,6 +54,8 @@ class Fabric:
             raise ValueError(f"link {name!r} already exists")
         link = Link(self, name, rate_bps, arbitration, self._bucket_s)
         self.links[name] = link
+        if arbitration is not None:
+            self._sharer.arbitrated_link_added()
         return link
 
     @property

@@ -33,13 +33,25 @@ _OFFER_RTOL = 1e-9
 # Aggregate fast paths need this much headroom so drift in running sums can never overbook.
 _SLACK = 1.0 - 1e-9
 MODE_FULL, MODE_FREE = 0, 1
-_MEMO_MAX = 4096  # arbitrated splits kept (cleared when full: bounded memory)
+_MEMO_MAX = 4096  # arbitrated splits kept (cleared when full: bounded memory) ...
+# ... or this many per arbitrated link, if more: a 48P96D fabric has 2,304 CNIC directions,
+# and a memo sized for one 2P4D unit (96) was cleared so often that its hit rate collapsed.
+_MEMO_PER_LINK = 32
 
 
 class Sharer:
     """Owns the dirty-link queue and the set of flows whose per-hop shares changed."""
 
-    __slots__ = ("_memo", "_queue", "cascade_truncations", "max_cascade", "steps", "touched")
+    __slots__ = (
+        "_arbitrated",
+        "_memo",
+        "_queue",
+        "cascade_truncations",
+        "max_cascade",
+        "memo_max",
+        "steps",
+        "touched",
+    )
 
     def __init__(self, max_cascade: int) -> None:
         self.max_cascade = max_cascade
@@ -48,6 +60,8 @@ class Sharer:
         # rate and tables, and the same few configurations recur (a KV flow next to a model
         # flow, both uncapped), so a hit returns the very floats `allocate` would.
         self._memo: dict[tuple[Link, tuple[int, ...], tuple[float, ...]], list[float]] = {}
+        self.memo_max = _MEMO_MAX
+        self._arbitrated = 0
         self.touched: dict[Flow, None] = {}  # insertion-ordered: keeps runs deterministic
         self.steps = 0
         self.cascade_truncations = 0
@@ -56,6 +70,11 @@ class Sharer:
     def settled(self) -> bool:
         """No link waits for a recomputation (nothing carried over from a cut cascade)."""
         return not self._queue
+
+    def arbitrated_link_added(self) -> None:
+        """The memo grows with the links that use it (its hits are per link)."""
+        self._arbitrated += 1
+        self.memo_max = max(_MEMO_MAX, _MEMO_PER_LINK * self._arbitrated)
 
     def mark(self, link: Link) -> None:
         if not link.dirty:
@@ -244,7 +263,7 @@ class Sharer:
             memo = self._memo
             hit = memo.get(key)
             if hit is None:
-                if len(memo) >= _MEMO_MAX:
+                if len(memo) >= self.memo_max:
                     memo.clear()
                 hit = memo[key] = allocate(link.rate, arb, vls, caps)
             shares = hit
