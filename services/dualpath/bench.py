@@ -5,7 +5,7 @@ agents), the wall and CPU time, turns per wall (and CPU) second, emulated second
 second and peak RSS, then the ratio of their per-turn costs (how cost grows with cluster
 size), the same for the 4x cluster in EP groups of the 2P4D unit's size (as the scale
 experiment runs it), plus the link micro-benchmark and the host's speed on a fixed piece of
-Python (each CPU time is also given in those units). Each scenario runs in its own process,
+Python (to spot a host that got slower). Each scenario runs in its own process,
 so its RSS is its own. The 8P16D runs take minutes: `--scale` (or `DUALPATH_BENCH_SCALE`)
 runs them with that fraction of their agents (default 0.25: 1024; `--scale 1`: 4096), and
 `--profile` prints the functions where the time goes (one scenario, in process). Set
@@ -88,20 +88,15 @@ def measure(
 
 def host_reference(repeat: int = 5) -> dict[str, Any]:
     """Seconds this host takes for a fixed piece of pure-Python work (a heap of timers and a
-    dict of running sums, the simulator's staple operations), best of `repeat`. This VM's
-    speed has differed by 2x between days, so figures from two days compare only divided
-    by this: `cpu_per_reference` is a run's CPU time in these units."""
+    dict of running sums), best of `repeat`. If it moved between two bench runs, the host's
+    CPU did. It fits in the cache, so it does not see a host whose memory got slower (the
+    simulator's heap does): compare seconds only within one bench run."""
     best = math.inf
     for _ in range(repeat):
         t0 = time.process_time()
         _reference_work()
         best = min(best, time.process_time() - t0)
     return {"reference_s": round(best, 4)}
-
-
-def _per_reference(figures: dict[str, Any], reference_s: float) -> dict[str, Any]:
-    figures["cpu_per_reference"] = round(figures["cpu_s"] / reference_s)
-    return figures
 
 
 def _reference_work() -> None:
@@ -179,19 +174,17 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
     else:
         base = _in_child(base_spec, args.sets)
-    ref = results["host"]["reference_s"]
-    _per_reference(base, ref)
     results["base"] = {**base, "target_wall_s": TARGET_WALL_S}
     print("sim: " + json.dumps(results["base"]))
     if args.scale > 0 and not args.profile:
         large_spec = {**LARGE, "agents": max(1, round(LARGE["agents"] * args.scale))}
-        large = _per_reference(_in_child(large_spec, args.sets), ref)
+        large = _in_child(large_spec, args.sets)
         results["large"] = large
         print("sim: " + json.dumps(large))
         results["ratio"] = ratio(base, large)
         note = "" if args.scale == 1 else f" (scale {args.scale}: not 4096 agents)"
         print("per-turn cost: " + json.dumps(results["ratio"]) + note)
-        units = _per_reference(_in_child(large_spec, [*args.sets, *UNIT_GROUPS]), ref)
+        units = _in_child(large_spec, [*args.sets, *UNIT_GROUPS])
         units["scenario"] += " in 2P4D-sized EP groups"
         results["large_unit_groups"] = units
         print("sim: " + json.dumps(units))

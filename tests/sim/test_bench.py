@@ -10,7 +10,7 @@ import pytest
 from dualpath.bench import main
 
 
-def test_bench_prints_host_speed_and_normalised_cpu(
+def test_bench_prints_the_host_reference_and_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "bench.json"
@@ -20,6 +20,5 @@ def test_bench_prints_host_speed_and_normalised_cpu(
     res = json.loads(out.read_text())
     ref = res["host"]["reference_s"]
     base = res["base"]
-    assert ref > 0 and base["turns"] > 0
+    assert ref > 0 and base["turns"] > 0 and base["emulated_s"] > 0
     assert base["scenario"] == "2P4D/8"
-    assert base["cpu_per_reference"] == round(base["cpu_s"] / ref)
