@@ -21,6 +21,7 @@ from dualpath.blocks import (
     full_blocks,
     layer_block_bytes,
 )
+from dualpath.blocks.chain import LOOKAHEAD
 
 
 def _persisted(store: BlockStore, session: int, n: int) -> None:
@@ -75,6 +76,22 @@ def test_chain_is_incremental_and_order_independent() -> None:
     whole = two.hashes(BlockRange(2, 0, 100))  # ... or at once
     assert np.array_equal(one.hashes(BlockRange(2, 0, 100)), whole)
     assert len(one.chain(2)) == 100
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 80), min_size=1, max_size=12))
+def test_chain_grown_in_small_steps_reads_ahead_but_agrees(steps: list[int]) -> None:
+    """Decode's one-block steps make the chain compute ahead (LOOKAHEAD); what any reader
+    sees is what a chain computed in one go holds, and it never runs far ahead."""
+    grown_, whole = ChainRegistry(), ChainRegistry()
+    n = 0
+    for step in steps:
+        n += step
+        grown_.chain(5).ensure(n)
+        assert n <= len(grown_.chain(5)) <= n + LOOKAHEAD
+        rng = BlockRange(5, max(0, n - step - 3), n)
+        assert grown_.expected_digest(rng) == whole.expected_digest(rng)
+    assert np.array_equal(grown_.hashes(BlockRange(5, 0, n)), whole.hashes(BlockRange(5, 0, n)))
 
 
 @settings(max_examples=60, deadline=None)

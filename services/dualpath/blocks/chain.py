@@ -31,6 +31,7 @@ from dualpath.blocks.range import BlockRange
 U64 = npt.NDArray[np.uint64]
 MASK64 = (1 << 64) - 1
 _PERSON = b"dualpath/kv-blk"  # domain separation from any other blake2b use
+LOOKAHEAD = 32  # blocks `SessionChain.ensure` computes past the one asked for, at most
 
 
 def range_sum(prefix: U64, start: int, stop: int) -> int:
@@ -38,7 +39,7 @@ def range_sum(prefix: U64, start: int, stop: int) -> int:
 
     Python ints on purpose: numpy *scalar* uint64 arithmetic warns on wrap-around.
     """
-    return (int(prefix[stop]) - int(prefix[start])) & MASK64
+    return (prefix.item(stop) - prefix.item(start)) & MASK64
 
 
 def grown(arr: U64, needed: int) -> U64:
@@ -83,9 +84,19 @@ class SessionChain:
         return self._n
 
     def ensure(self, n: int) -> None:
-        """Compute the chain up to (at least) block n-1."""
-        if n <= self._n:
+        """Compute the chain up to (at least) block n-1.
+
+        A step shorter than LOOKAHEAD goes further: decode asks for one block at a time,
+        and each call pays numpy slicing and the running sums' set-up (≈ 3 us) next to
+        ≈ 1 us per block. It grows by as much as the chain already holds, LOOKAHEAD at most,
+        so a chain read once for a few blocks stays short. Hashes do not depend on when
+        they are computed.
+        """
+        step = n - self._n
+        if step <= 0:
             return
+        if step < LOOKAHEAD:
+            n = self._n + min(LOOKAHEAD, max(step, self._n - self.base))
         own = n - self.base
         self._hashes = grown(self._hashes, own)
         self._prefix = grown(self._prefix, own + 1)

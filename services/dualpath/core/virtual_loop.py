@@ -15,7 +15,7 @@ import selectors
 from asyncio import base_events, format_helpers
 from collections import deque
 from collections.abc import Callable
-from contextvars import Context
+from contextvars import Context, copy_context
 from typing import Any, TypeVarTuple
 
 
@@ -66,7 +66,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         if self._debug:  # type: ignore[attr-defined]
             self._check_thread()  # type: ignore[attr-defined]
             self._check_callback(callback, "call_at")  # type: ignore[attr-defined]
-        timer = asyncio.TimerHandle(when, callback, args, self, context)
+            timer = asyncio.TimerHandle(when, callback, args, self, context)
+        else:
+            timer = _new_timer(when, callback, args, self, context)
         heapq.heappush(self._timers, (when, timer))
         timer._scheduled = True  # type: ignore[attr-defined]
         return timer
@@ -77,7 +79,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         """`BaseEventLoop.call_soon` in one frame: every task wake-up comes through here."""
         if self._closed or self._debug:  # type: ignore[attr-defined]
             return super().call_soon(callback, *args, context=context)
-        handle = asyncio.Handle(callback, args, self, context)
+        handle = _new_handle(callback, args, self, context)
         self._ready.append(handle)  # type: ignore[attr-defined]
         return handle
 
@@ -160,6 +162,50 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._timers = live
         self._timer_cancelled_count = 0
         return live
+
+
+# `Handle.__init__` and `TimerHandle.__init__` outside debug mode, field for field, in one
+# frame: three Python calls less per timer (≈ 0.35 us of 0.6, 16 timers per turn). The
+# objects are asyncio's own classes, so cancel(), comparisons and repr are unchanged.
+_handle_new = asyncio.Handle.__new__
+_timer_new = asyncio.TimerHandle.__new__
+
+
+def _new_handle(
+    callback: Callable[..., object],
+    args: tuple[Any, ...],
+    loop: VirtualTimeLoop,
+    context: Context | None,
+) -> asyncio.Handle:
+    h = _handle_new(asyncio.Handle)
+    h._context = copy_context() if context is None else context  # type: ignore[attr-defined]
+    h._loop = loop  # type: ignore[attr-defined]
+    h._callback = callback  # type: ignore[attr-defined]
+    h._args = args
+    h._cancelled = False
+    h._repr = None  # type: ignore[attr-defined]
+    h._source_traceback = None  # type: ignore[attr-defined]
+    return h
+
+
+def _new_timer(
+    when: float,
+    callback: Callable[..., object],
+    args: tuple[Any, ...],
+    loop: VirtualTimeLoop,
+    context: Context | None,
+) -> asyncio.TimerHandle:
+    t = _timer_new(asyncio.TimerHandle)
+    t._context = copy_context() if context is None else context  # type: ignore[attr-defined]
+    t._loop = loop  # type: ignore[attr-defined]
+    t._callback = callback  # type: ignore[attr-defined]
+    t._args = args
+    t._cancelled = False
+    t._repr = None  # type: ignore[attr-defined]
+    t._source_traceback = None  # type: ignore[attr-defined]
+    t._when = when  # type: ignore[attr-defined]
+    t._scheduled = False  # type: ignore[attr-defined]
+    return t
 
 
 def _callback_failed(handle: asyncio.Handle, exc: BaseException) -> None:
