@@ -12,7 +12,7 @@ the other's, so two prompts with a common prefix (a shared system prompt, a trac
 block ids, a sub-agent) hit the same stored KV, as vLLM's automatic prefix caching does.
 
 The chain is inherently sequential, so it is computed lazily, only as far as a session's
-blocks are actually used, and cached (about 1.5 us per block in pure Python, 16 bytes kept
+blocks are actually used, and cached (about 0.6 us per block, 16 bytes kept
 per block). Per-call work is kept free of small numpy operations because decode persists a
 block or two at a time, millions of times per run.
 """
@@ -117,13 +117,16 @@ class SessionChain:
         """Hashes and checksum prefix sums of own blocks [start, stop), little-endian packed."""
         prev = self._prev_hash(start)
         running = int(self._prefix[start - self.base])
-        key, salt, blake = self._key, self._salt, hashlib.blake2b
+        key = self._key
+        # One keyed-and-salted hasher, copied per block: parsing blake2b's keyword
+        # arguments cost more than the hash itself (1.4 vs 0.6 us per block).
+        blank = hashlib.blake2b(digest_size=16, person=_PERSON, salt=self._salt)
         hashes: list[bytes] = []
         sums: list[bytes] = []
         for i in range(start, stop):
-            d = blake(
-                prev + key + i.to_bytes(8, "little"), digest_size=16, person=_PERSON, salt=salt
-            ).digest()
+            h = blank.copy()
+            h.update(prev + key + i.to_bytes(8, "little"))
+            d = h.digest()
             prev = d[:8]
             hashes.append(prev)
             running = (running + int.from_bytes(d[8:], "little")) & MASK64

@@ -177,8 +177,10 @@ class Fabric:
             served = link.vls_served
             if served is not None and vl not in served:
                 raise ValueError(f"link {link.name!r}: VL {vl} is in neither arbitration table")
-        if len(path) > 1 and len(set(path)) != len(path):  # links hash by identity
-            raise ValueError("a flow may cross each link once (split it into two flows)")
+        for i in range(1, len(path)):  # paths are a few hops: cheaper than building a set
+            for j in range(i):
+                if path[i] is path[j]:
+                    raise ValueError("a flow may cross each link once (split it into two flows)")
         return path
 
     # --- event time ----------------------------------------------------------------------
