@@ -1,6 +1,7 @@
 """serving/node.py, in process: a decode node's RPCs refuse what is not theirs (an engine of
 another node, a link it does not own, a payload of the wrong size) and an attempt the
-scheduler abandoned, whose buffer `Release` gave back."""
+scheduler abandoned, whose buffer `Release` gave back; a read that comes before the node
+knows its peers waits for them, within its deadline."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ from typing import Any, NoReturn
 import grpc
 import pytest
 
+from dualpath.blocks import BlockRange
+from dualpath.control import Member
 from dualpath.core.clock import RealClock
 from dualpath.entities.request import Request
 from dualpath.rpc.v1 import kv_pb2, node_pb2
 from dualpath.serving import payload
 from dualpath.serving.node import NodeShell
 from dualpath.serving.options import ServeOptions
-from dualpath.serving.wire import request_to_wire
+from dualpath.serving.peers import Peers
+from dualpath.serving.wire import range_to_wire, request_to_wire
 from dualpath.serving.world import build_world
 
 from .conftest import scenario
@@ -32,8 +36,14 @@ class AbortedError(Exception):
 
 
 class Context:
+    def __init__(self, remaining: float | None = None) -> None:
+        self.remaining = remaining
+
     async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
         raise AbortedError(code, details)
+
+    def time_remaining(self) -> float | None:
+        return self.remaining
 
 
 CTX: Any = Context()
@@ -122,5 +132,45 @@ def test_charges_only_for_owned_links_with_the_announced_payload() -> None:
         reply = await shell.Charge(kv_pb2.ChargeRequest(links=[mine], nbytes=1e3, vl=2), CTX)
         assert reply.done_at_s > 0
         assert shell.world.cluster.hw.fabric.links[mine].bytes_total == pytest.approx(1e3)
+
+    _node(test)
+
+
+def _read(shell: NodeShell, rid: int) -> node_pb2.ReadKvRequest:
+    """A DE-side read of 4 blocks that reserves 1 MB of this node's buffer."""
+    rng = range_to_wire(BlockRange(rid, 0, 4), shell.ctx.chains)
+    return node_pb2.ReadKvRequest(request_id=rid, reserve_bytes=1e6, range=rng, nbytes=1e6, vl=2)
+
+
+def test_a_read_before_the_node_knows_its_peers_waits_for_them_within_its_deadline() -> None:
+    """A restarted node serves gRPC once registered, before it knows its peers (host.py):
+    a read sent then waits, and at its deadline is UNAVAILABLE (the scheduler places the
+    turn elsewhere), holding nothing. It used to trip an assertion, which stopped the node
+    (found by `python -m dualpath.launcher.nemesis`)."""
+
+    async def test(shell: NodeShell) -> None:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        with pytest.raises(AbortedError, match="UNAVAILABLE: decode0 is starting"):
+            await shell.ReadKv(_read(shell, 5), Context(remaining=0.25))
+        assert loop.time() - t0 >= 0.15  # it waited for its peers first
+        assert shell.node_hw.buffer.used == 0.0 and not shell.reservations.holds((5, 0))
+
+    _node(test)
+
+
+def test_a_read_waiting_for_the_peers_goes_on_once_they_are_known() -> None:
+    async def test(shell: NodeShell) -> None:
+        read = asyncio.ensure_future(shell.ReadKv(_read(shell, 6), Context(remaining=30.0)))
+        await asyncio.sleep(0.1)
+        assert not read.done()
+        peers = Peers()  # a storage that is not there: the read reaches it and says so
+        peers.update([Member("storage", "storage", "127.0.0.1:1", "127.0.0.1:1")])
+        try:
+            await shell.on_peers(peers)
+            reply = await asyncio.wait_for(read, 10.0)
+        finally:
+            await peers.close()
+        assert reply.error_kind == "unavailable", reply
 
     _node(test)

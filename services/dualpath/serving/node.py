@@ -63,6 +63,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.units = self._build_units()
         self.unit_of: dict[str, Unit] = {e.engine_id: u for u in self.units for e in u.engines}
         self.peers: Peers | None = None
+        self.working = asyncio.Event()  # set once the peers are known (on_peers)
         self.reports: ReportSender | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -90,6 +91,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.reports.start()
         for u in self.units:
             self._spawn(u.run())
+        self.working.set()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

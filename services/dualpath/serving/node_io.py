@@ -38,6 +38,7 @@ class NodeIo:
     async def read_kv(self, request: node_pb2.ReadKvRequest, context: Ctx) -> node_pb2.ReadKvReply:
         """Reserve the buffer, then read storage -> SNIC -> DRAM: the storage charges its
         target, this node its SNIC and DRAM, at once; the digest is checked here."""
+        await self._working(context)
         node = self.shell.node_hw
         key = (int(request.request_id), int(request.attempt))
         res = self.shell.reservations
@@ -84,8 +85,28 @@ class NodeIo:
             )
         return node_pb2.ReadKvReply(blocks_verified=rng.stop - rng.start)
 
+    async def _working(self, context: Ctx) -> None:
+        """A restarted node serves gRPC once it has registered, and learns its peers a
+        moment later (host.py `_join`); the scheduler may already send it a read. The read
+        waits for them within its deadline, else UNAVAILABLE: the scheduler places the turn
+        elsewhere. (It used to trip an assertion, a bug that stops the node.)"""
+        if self.shell.working.is_set():
+            return
+        remaining = context.time_remaining()
+        timeout = self.shell.opts.transfer_deadline()
+        if remaining is not None:
+            timeout = max(0.0, min(timeout, remaining - DEADLINE_MARGIN_S))
+        try:
+            await asyncio.wait_for(self.shell.working.wait(), timeout)
+        except TimeoutError:
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"{self.shell.name} is starting: it has not seen every service of the run "
+                f"register within {timeout:.2f} s; place the read elsewhere",
+            )
+
     async def _fetch(self, request: node_pb2.ReadKvRequest, context: Ctx) -> tuple[int, int]:
-        assert self.shell.peers is not None
+        assert self.shell.peers is not None  # _working waited for them
         pacer, scale = self.shell.pacer, self.shell.opts.real_payload
         if pacer is not None:  # the read's bytes come in over this node's SNIC
             size = payload.payload_size(request.nbytes, scale)
