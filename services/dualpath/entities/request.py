@@ -54,9 +54,12 @@ class Request:
     load_wait_s: float = 0.0
 
     def unplace(self) -> None:
-        """Forget where this turn was placed (its node was lost before it decoded): it
-        queues again as a new attempt, with nothing read, computed or reserved."""
+        """Forget where this turn was placed (a node of it was lost before its client saw a
+        token): it queues again as a new attempt, with nothing read, computed, reserved or
+        generated."""
         self.attempt += 1
+        self.generated = 0
+        self.t_first = self.t_second = self.t_last = -1.0
         self.pe = self.de = None
         self.hit = self.computed = self.persisted_blocks = 0
         self.path = ReadPath.PE

@@ -1,9 +1,11 @@
 """What the scheduler does when a node is lost or does not answer (the process runtime).
 
-Placement skips lost and suspected nodes (`GlobalScheduler.down`). A turn that has not
-produced a token is placed again as a new attempt (its old attempt's reservations are
-released on the nodes, and their late reports ignored); a turn already streaming tokens
-fails at once, naming the node: its client's stream cannot be replayed.
+Placement skips lost and suspected nodes (`GlobalScheduler.down`). A turn whose client
+has seen none of its tokens is placed again as a new attempt (its old attempt's
+reservations are released on the nodes, and their late reports ignored): one that had not
+produced a token, and one answered in one piece (not streamed) whatever it had generated,
+as request migration does in serving routers. A stream that has sent its first token fails
+at once, naming the node: what its client already has cannot be replayed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dualpath.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import node_pb2
 from dualpath.serving import retry
 from dualpath.serving.options import ServeOptions
+from dualpath.serving.pacer import TokenPacer
 from dualpath.serving.peers import Peers
 
 MAX_ATTEMPTS = 3  # placements of one turn before its failure reaches the client
@@ -30,13 +33,15 @@ log = logging.getLogger(__name__)
 
 
 class NodeLostError(RuntimeError):
-    """A node of the turn's path stopped heartbeating after the turn had started decoding."""
+    """A node of a streamed turn's path stopped heartbeating after its first token went out
+    (or of any turn, once it has been placed MAX_ATTEMPTS times)."""
 
 
 class Recovery(GlobalScheduler):
     opts: ServeOptions
     peers: Peers | None
     inflight: dict[int, Request]
+    pacers: dict[int, TokenPacer]  # the streamed turns
     replaced: int
     suspects: dict[str, float]
     lost_nodes: set[str]
@@ -46,9 +51,9 @@ class Recovery(GlobalScheduler):
     def fail_request(self, req: Request, exc: BaseException) -> None: ...
 
     def node_lost(self, name: str) -> None:
-        """`name` stopped heartbeating: place nothing more on it; its turns that have not
-        produced a token are placed again on live engines, the ones decoding there fail
-        now (the client's stream cannot be replayed), naming the node."""
+        """`name` stopped heartbeating: place nothing more on it; its turns whose clients
+        have seen no token are placed again on live engines, the streams that have sent
+        one fail now (what their clients have cannot be replayed), naming the node."""
         if name in self.lost_nodes:
             return
         self.lost_nodes.add(name)
@@ -63,7 +68,7 @@ class Recovery(GlobalScheduler):
             if not (on_pe or on_de):
                 continue
             why = NodeLostError(f"node {name} was lost (no heartbeat) during turn {req.rid}")
-            if req.t_first >= 0 or not self._retry(req, why):
+            if not self._retry(req, why):
                 self.fail_request(req, why)
         for g, grp in enumerate(self.de_groups):  # a dead group's queue goes back to all
             if not self._live(grp) and self.de_private[g]:
@@ -87,8 +92,9 @@ class Recovery(GlobalScheduler):
             self._kick_all()
 
     def _retry(self, req: Request, exc: BaseException) -> bool:
-        """Place a turn that has produced no token again, at the head of the queue."""
-        if req.t_first >= 0 or req.attempt + 1 >= MAX_ATTEMPTS or req.rid not in self.inflight:
+        """Place a turn whose client has seen no token again, at the head of the queue."""
+        streamed = req.t_first >= 0 and req.rid in self.pacers  # its first token went out
+        if streamed or req.attempt + 1 >= MAX_ATTEMPTS or req.rid not in self.inflight:
             return False
         event(
             log,
