@@ -105,20 +105,16 @@ def test_a_lost_node_places_its_unseen_turns_again_and_fails_its_started_streams
     run_virtual(main)
 
 
-def test_a_failed_hand_over_places_the_turn_again_away_from_that_decode_node() -> None:
-    placed: list[Request] = []
-
+def test_a_failed_hand_over_places_an_unseen_turn_again() -> None:
     async def main(clock: VirtualClock) -> None:
-        rs = _scheduler(clock, placed)
+        rs = _scheduler(clock, [])
         req = _inflight(rs, 1, "decode1", decoded=1)  # prefilled, never reached decode1
         why = "hand-over to decode1 failed: UNAVAILABLE"
         rs.on_report(scheduler_pb2.Report(kind=FAILED, rid=1, attempt=0, message=why))
         assert (req.attempt, req.de, req.t_first) == (1, None, -1.0) and rs.replaced == 1
-        assert "decode1" in rs.down and "decode1" in rs.suspects
+        assert rs.pe_queue[0] is req and not req.done.done()
         rs.on_report(scheduler_pb2.Report(kind=FAILED, rid=1, attempt=0, message=why))
         assert req.attempt == 1, "the old attempt's late report is ignored"
-        await clock.sleep(1.0)
-        assert placed == [req] and req.de is not None and req.de.node.name == "decode0"
 
     run_virtual(main)
 

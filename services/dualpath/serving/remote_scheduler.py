@@ -182,16 +182,9 @@ class RemoteScheduler(Recovery):
         elif rep.kind == scheduler_pb2.REPORT_KIND_DONE:
             self._done(req, rep)
         elif rep.kind == scheduler_pb2.REPORT_KIND_FAILED:
-            # The one failure a node reports: its PE could not hand the turn to the DE (dead,
-            # overloaded, or restarted at an address the PE has not read yet). The DE is
-            # suspected once the attempt is released there, so the next one goes elsewhere:
-            # placed on it again at once, three attempts failed within 60 ms (nemesis).
             exc = KvReadFailedError(rep.message or "request failed on a node")
-            de = req.de
             if not self._retry(req, exc):
                 self.fail_request(req, exc)
-            if de is not None:
-                self.suspect(de.node.name)
 
     # --- one request fails, the scheduler goes on -------------------------------------------
     def contain(self, req: Request, exc: BaseException) -> bool:
