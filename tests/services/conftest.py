@@ -26,3 +26,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield cl
     finally:
         cl.stop()
+
+
+@pytest.fixture
+def fresh_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """A smoke cluster of the test's own, for tests that kill its processes or need it
+    untouched by earlier tests."""
+    cl = LocalCluster(scenario(), UpOptions(tmp_path, http_port=0))
+    try:
+        cl.start()
+        yield cl
+    finally:
+        cl.stop()

@@ -8,7 +8,6 @@ import collections
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -72,16 +71,6 @@ def test_a_burst_leaves_the_scheduler_serving(burst_cluster: LocalCluster) -> No
     status, health = asyncio.run(after())
     assert status == 200, health
     assert health["failed"] is None and health["lost"] == []
-
-
-@pytest.fixture
-def fresh_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    cl = LocalCluster(scenario(), UpOptions(tmp_path, http_port=0))
-    try:
-        cl.start()
-        yield cl
-    finally:
-        cl.stop()
 
 
 def test_clients_that_hang_up_leave_the_queue(fresh_cluster: LocalCluster) -> None:

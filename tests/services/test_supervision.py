@@ -16,7 +16,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from dualpath.control import EventLog, Member, RedisServer, Registry
-from dualpath.launcher.local import LocalCluster, UpOptions
+from dualpath.launcher.local import LocalCluster
 from dualpath.launcher.procs import ClusterStartError, Proc, ProcessGroup, Restart, RestartPolicy
 from dualpath.serving.service import Health, ServiceShell
 from tests.polling import wait_until
-
-from .conftest import scenario
 
 TURN = {"session": "s", "append_tokens": 100, "gen_tokens": 4}
 
@@ -88,13 +85,8 @@ def _wait(what: str, check: Any, timeout_s: float, poll_s: float = 0.1) -> float
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    cl = LocalCluster(scenario(), UpOptions(tmp_path, http_port=0))
-    try:
-        cl.start()
-        yield cl
-    finally:
-        cl.stop()
+def cluster(fresh_cluster: LocalCluster) -> LocalCluster:
+    return fresh_cluster  # these tests kill its processes
 
 
 @pytest.mark.timeout(120)
