@@ -11,14 +11,10 @@ import pytest
 from dualpath.launcher.local import UpOptions
 from dualpath.launcher.run import run_workload
 from dualpath.runtime.sim import simulate
+from tests.paths import WEKA
 from tests.services.conftest import scenario
 
-WEKA = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "weka_claude_code"
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not WEKA.is_dir(), reason=f"no traces at {WEKA}"),
-]
+pytestmark = pytest.mark.slow
 
 
 def test_a_weka_slice_agrees_across_runtimes(tmp_path: Path) -> None:

@@ -9,12 +9,7 @@ import pytest
 from dualpath.config.presets import resolve
 from dualpath.runtime.sim import make_workload, simulate
 from dualpath.workload.traces import infinite_cache_hit
-
-TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
-WEKA = TRACES / "weka_claude_code"
-MOONCAKE = TRACES / "mooncake_synthetic" / "synthetic_trace.jsonl"
-
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"no traces at {TRACES}")
+from tests.paths import MOONCAKE, WEKA
 
 
 def _hits(source: str, path: Path, *sets: str) -> tuple[float, float, dict[str, object]]:

@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,10 +25,9 @@ from dualpath.report.schema import (
     validate_report,
 )
 from dualpath.runtime.sim import simulate
+from tests.paths import REPO, TRACES
 
-ROOT = Path(__file__).resolve().parents[2]
-DOC = (ROOT / "docs" / "report.md").read_text(encoding="utf-8")
-TRACES = ROOT.parent / "shared" / "traces"
+DOC = (REPO / "docs" / "report.md").read_text(encoding="utf-8")
 ONLINE = {"mode": "online"}
 SHORT_ONLINE = {"aps": 0.5, "window_s": 30, "lookback_s": 60, "max_duration_s": 60}
 
@@ -82,8 +80,6 @@ def test_the_schema_is_a_valid_2020_12_schema_with_every_key_described(
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_kind_of_sim_report_validates(case: str) -> None:
     sets, shows = CASES[case]
-    if "trace" in sets.get("workload", {}) and not TRACES.is_dir():
-        pytest.skip(f"no shared traces at {TRACES}")
     report = simulate(resolve("smoke", sets, []))
     shown = _pick(report, shows)  # KeyError: the report is not the case it claims to be
     assert shown not in (None, [], {}), f"the {case} report has no {shows}"
@@ -92,8 +88,6 @@ def test_every_kind_of_sim_report_validates(case: str) -> None:
 
 def test_an_open_loop_report_has_no_last_agent_and_still_validates() -> None:
     sets = CASES["mooncake-open-loop"][0]
-    if not TRACES.is_dir():
-        pytest.skip(f"no shared traces at {TRACES}")
     report = simulate(resolve("smoke", sets, []))
     assert report["jct_floor"]["last_agent"] is None
     validate_report(report)

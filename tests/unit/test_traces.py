@@ -19,14 +19,7 @@ from dualpath.workload.traces import (
     load_trace,
     weka,
 )
-
-TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
-WEKA = TRACES / "weka_claude_code"
-MOONCAKE = TRACES / "mooncake_synthetic" / "synthetic_trace.jsonl"
-
-pytestmark = pytest.mark.skipif(
-    not TRACES.is_dir(), reason=f"the shared traces folder is not beside the checkout: {TRACES}"
-)
+from tests.paths import MOONCAKE, TRACES, WEKA
 
 
 def _close(ratio: float, percent: float) -> bool:

@@ -33,8 +33,8 @@ from dualpath.workload.shaped import (
 from dualpath.workload.shaped_fit import shaped_stats
 from dualpath.workload.weka_shape import QUANTILE_LEVELS, derive, render
 from dualpath.workload.weka_shape_data import WEKA_SHAPE
+from tests.paths import WEKA
 
-WEKA = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "weka_claude_code"
 COLUMNS = ("turns", "append", "gen", "total", "context")
 # The fitted profiles' residuals (64K is the worst row: -4.8/-12.0/-2.3/+2.9/+3.5 %), and
 # for one 500-trajectory dataset about 4 sd over seeds 0-9 on top (sd: turns 1.6-1.8 %,
@@ -68,7 +68,6 @@ def test_tables_are_the_traces() -> None:
         assert np.trapezoid(table, QUANTILE_LEVELS) == pytest.approx(1.0, rel=0.1)
 
 
-@pytest.mark.skipif(not WEKA.is_dir(), reason=f"no WEKA trace at {WEKA}")
 def test_tables_rederive_from_the_trace(tmp_path: Path) -> None:
     """The shipped per-session entries are what `derive` measures (first 12 sessions), and
     `render` writes a module that loads back to the same tables."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,13 +20,7 @@ from dualpath.workload.script import (
     shift_starts,
     synthetic_workload,
 )
-
-TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
-WEKA = TRACES / "weka_claude_code"
-MOONCAKE = TRACES / "mooncake_synthetic" / "synthetic_trace.jsonl"
-needs_traces = pytest.mark.skipif(
-    not TRACES.is_dir(), reason=f"the shared traces folder is not beside the checkout: {TRACES}"
-)
+from tests.paths import MOONCAKE, WEKA
 
 
 def _sc(**workload: Any) -> Scenario:
@@ -88,7 +81,6 @@ def test_synthetic_source_is_the_table2_generator(mode: str, think: float) -> No
     assert len(build_workload(sc, 5).scripts) == 5
 
 
-@needs_traces
 def test_trace_sources_read_their_settings() -> None:
     sc = build_scenario(
         {},
@@ -165,7 +157,7 @@ def test_shift_starts_moves_sessions_and_their_arrivals() -> None:
 
 def test_workload_code_imports_no_async_stack() -> None:
     """Locust monkey-patches on import: the workload code it shares must not pull in
-    asyncio, aiohttp or grpc (docs/DESIGN.md §6)."""
+    asyncio, aiohttp or grpc (docs/loadgen.md, Process boundaries)."""
     code = (
         "import sys\n"
         "import dualpath.config.workload_sources, dualpath.workload.traces\n"
@@ -180,10 +172,7 @@ def test_trace_turns_keeps_each_sessions_first_turns() -> None:
     from dualpath.config.presets import resolve
     from dualpath.config.workload_sources import build_workload
 
-    weka = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "weka_claude_code"
-    if not weka.is_dir():
-        pytest.skip(f"no traces at {weka}")
-    sets = ["workload.source=weka", f"workload.trace={weka}", "workload.trace_sessions=2"]
+    sets = ["workload.source=weka", f"workload.trace={WEKA}", "workload.trace_sessions=2"]
     whole = build_workload(resolve("smoke", {}, sets))
     cut = build_workload(resolve("smoke", {}, [*sets, "workload.trace_turns=3"]))
     assert [s.turns for s in cut.scripts] == [s.turns[:3] for s in whole.scripts]

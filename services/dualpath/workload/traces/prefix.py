@@ -3,7 +3,7 @@
 A trace's block ids name prefixes: equal ids mean equal content up to and including that
 block (the ids are chained hashes). Two consequences used here:
 
-- `infinite_cache_hit` is /work/shared/traces/README.md's figure: per request in arrival
+- `infinite_cache_hit` is data/traces/README.md's figure: per request in arrival
   order, the longest leading run of its ids that any earlier request contained, as tokens
   capped at the prompt. Because an id occurs at one position only, that run is simply the
   number of the request's ids already seen, counted with C-speed set operations; anything

@@ -1,6 +1,6 @@
 """WEKA kv-cache-tester traces: real Claude Code sessions, one JSON(.xz) file per session.
 
-Format (traces/weka_claude_code/README.md): `requests` holds normal ("n") and streaming
+Format (data/traces/weka_claude_code/README.md): `requests` holds normal ("n") and streaming
 ("s") calls with `t`, `in`, `out`, `hash_ids` (one id per full `block_size`-token block, so
 `len == in // block_size`) and usually `think_time`; a "subagent" entry carries its own
 nested `requests` whose `t` is relative to the marker's `t`, in the parent's id namespace.
