@@ -1,5 +1,5 @@
 """The same scenario on both runtimes: same requests and blocks, nothing lost or corrupted,
-JCT within 5 % (DESIGN §7). Also a run that ships real (scaled-down) payload bytes."""
+JCT within 5 % (docs/services.md). Also a run that ships real (scaled-down) payload bytes."""
 
 from __future__ import annotations
 

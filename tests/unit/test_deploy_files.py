@@ -70,7 +70,7 @@ POD_INDEX_FIELD = "metadata.labels['apps.kubernetes.io/pod-index']"
 # healthcheck (it is a job, not a server).
 ONE_SHOT_SUBCOMMANDS = {"sim", "roofline"}
 MAKE_TARGETS = {"install", "run", "test", "bench", "lint", "proto", "clean", "load"}
-# What the later gRPC runtime carries (DESIGN.md §3, §7): message -> fields it must have.
+# What the later gRPC runtime carries (docs/services.md): message -> fields it must have.
 PROTO_MESSAGES = {
     "BlockRange": {"session", "start", "stop"},
     "ChargeRequest": {"links", "nbytes", "vl", "payload"},

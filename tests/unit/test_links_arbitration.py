@@ -37,7 +37,7 @@ def test_opensm_strings_build_the_paper_setting() -> None:
 
 
 def test_vl0_and_kv_saturated_iba_rule() -> None:
-    """emulation.md §4: VL0 ~99.9 %, KV 0.1 % (VL0 also takes 3 of 4 low-table packets)."""
+    """docs/links.md VL arbitration: VL0 ~99.9 %, KV 0.1 % (VL0 takes 3 of 4 low-table packets)."""
     shares = saturated_shares(PAPER, [0, 2])
     assert math.isclose(shares[2], (1 - HIGH_FRACTION) * 64 / 256, rel_tol=1e-12)
     assert math.isclose(shares[0], 0.99896, abs_tol=1e-5)
@@ -53,7 +53,7 @@ def test_vl0_and_kv_saturated_disjoint_classes() -> None:
 
 
 def test_all_four_vls_saturated() -> None:
-    """emulation.md §4: VL0/1/3 33.3 % each, KV ~0.04 % (64 of 640 low-table credits)."""
+    """docs/links.md VL arbitration: VL0/1/3 33.3 % each, KV ~0.04 % (64 of 640 low credits)."""
     shares = saturated_shares(PAPER, [0, 1, 2, 3])
     assert math.isclose(shares[2], (1 - HIGH_FRACTION) * 64 / 640, rel_tol=1e-12)
     assert math.isclose(shares[2], 0.000415, abs_tol=1e-6)
@@ -72,7 +72,7 @@ def test_a_lone_class_gets_the_whole_link(arb: VlArbitration) -> None:
 
 @pytest.mark.parametrize(
     ("high", "low", "limit", "expected"),
-    [  # the toy-arbiter table of emulation.md §4
+    [  # the closed forms of docs/links.md, VL arbitration
         ({0: 64}, {1: 64, 2: 128}, 6, {0: 0.857, 1: 0.048, 2: 0.095}),
         ({0: 64}, {1: 64, 2: 128}, 0, {0: 0.500, 1: 0.167, 2: 0.333}),
         ({0: 64}, {1: 64, 2: 128}, 255, {0: 1.0, 1: 0.0, 2: 0.0}),

@@ -1,4 +1,4 @@
-"""The DualPath scheduling rules (paper §6.1/§6.2, DESIGN §3), one rule or edge per test.
+"""The DualPath scheduling rules (paper §6.1/§6.2, docs/scheduling.md), one rule or edge per test.
 
 PE choice (α/β categories), DE choice (group load, Z threshold, HBM stop), read path,
 compute-quota batching, and the policy registry.

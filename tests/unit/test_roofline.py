@@ -27,7 +27,8 @@ def rl(model: str, ep: int = 1, gpu: str = "h800") -> Roofline:
 
 
 # --- Table 1 ---------------------------------------------------------------------------
-# Paper Table 1 / §3 text (paper.md §0); 32.7K Qwen has no paper value: constants.md §6.4.
+# Paper Table 1 / §3 text (docs/sources.md#table-1); 32.7K Qwen has no paper value:
+# docs/sources.md#table-1-check.
 TABLE1 = [
     ("qwen2.5-32b", 16384, 117.0),
     ("qwen2.5-32b", 32721, 185.0),
@@ -44,7 +45,8 @@ def test_table1_within_10_percent(model: str, context: int, paper: float) -> Non
     assert ours == pytest.approx(paper, rel=0.10)
 
 
-# constants.md §6.4 "this formula" column: our FLOP count is that formula, so within 2 %.
+# docs/sources.md#table-1-check "this formula" column: our FLOP count is that formula, so
+# within 2 %.
 DERIVED = [
     ("qwen2.5-32b", (115.8, 185.0, 265.4)),
     ("deepseek-v3.2", (12.2, 21.6, 35.1)),
@@ -207,7 +209,7 @@ def test_tokens_per_second_uses_a_quota_sized_batch() -> None:
     assert tps == pytest.approx(1 / r.prefill_time([(32_721, 429)] * 5) * 5 * 429)
 
 
-# --- Fig. 3 right: shape only (paper.md §0 readings 1.0 / 2.58 / 2.92 / 3.01) --------------
+# --- Fig. 3 right: shape only (figure readings 1.0 / 2.58 / 2.92 / 3.01, sources.md) --------------
 @pytest.mark.parametrize(
     ("model", "ep"), [("deepseek-v3.2", 16), ("ds-27b", 8), ("qwen2.5-32b", 1)]
 )

@@ -19,13 +19,13 @@ def test_shipped_names() -> None:
 @pytest.mark.parametrize("name", model_names())
 def test_every_model_cites_a_source(name: str) -> None:
     m = load_model(name)
-    assert m.name == name and "constants.md" in m.source
+    assert m.name == name and "docs/sources.md" in m.source
 
 
 @pytest.mark.parametrize("name", gpu_names())
 def test_every_gpu_cites_sources_for_each_efficiency_block(name: str) -> None:
     g = load_gpu(name)
-    assert g.name == name and "constants.md" in g.source
+    assert g.name == name and "docs/sources.md" in g.source
     assert "S3" in g.kernel.source and "S4" in g.kernel.source
     assert "S5" in g.end_to_end.source or "H800 fit" in g.end_to_end.source
 

@@ -103,7 +103,7 @@ def _wake(fut: asyncio.Future[None]) -> None:
 
 
 # Sleeping for less than this is pointless: stdlib oversleeps ~1 ms, uvloop undersleeps
-# (reference/emulation.md §3). Shorter waits are batched by the absolute schedule.
+# (measured in docs/clock.md). Shorter waits are batched by the absolute schedule.
 _MIN_SLEEP_WALL_S = 0.0015
 
 

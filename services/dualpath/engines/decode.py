@@ -1,5 +1,5 @@
-"""Decode engines (DESIGN §2): receive prompt KV into the DRAM buffer, copy it to HBM,
-run batched decode steps, persist every completed block through the node's SNIC.
+"""Decode engines (paper §4.1; docs/engines.md): receive prompt KV into the DRAM buffer,
+copy it to HBM, run batched decode steps, persist every completed block through the node's SNIC.
 
 All running requests are in every step (DEs batch everything, paper §6.2). The GPUs of
 one EP group step in lockstep, so a `DecodeUnit` owns one EP group (or one GPU for dense

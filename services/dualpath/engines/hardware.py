@@ -1,6 +1,6 @@
 """The emulated hardware one cluster runs on: links per node and GPU, capacities, and
-the paths KV bytes take (DESIGN §2, §4). Every helper returns the hop list of one
-transfer so that every hop is charged."""
+the paths KV bytes take (docs/engines.md; docs/links.md, "Emulated hardware"). Every helper
+returns the hop list of one transfer so that every hop is charged."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prefill engines (DESIGN §2): layerwise prefill over both read paths, or the
+"""Prefill engines (paper §4.1; docs/engines.md): layerwise prefill over both read paths, or the
 non-layerwise mode of the Basic baseline (whole prompt KV in HBM).
 
 The GPUs of one expert-parallel group run their forwards in lockstep (every MoE layer

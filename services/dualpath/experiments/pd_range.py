@@ -1,8 +1,9 @@
 """§4.2 — the bottleneck-free P/D range of the dual path (DS 27B, DualPath, P/D sweep).
 
-Theory (DESIGN §2): with g GPUs per node, CNIC bandwidth B per GPU, storage bandwidth s·B
-per node and DRAM bandwidth M per node, every SNIC can be saturated without a CNIC or DRAM
-bottleneck for s/(g−s) ≤ P/D ≤ min{(g−2s)/s, (g−s)/(2s), (M/(Bs) − 3)/2}.
+Theory (paper §4.2 eq. 9; docs/sources.md#bottleneck-free-range): with g GPUs per node, CNIC
+bandwidth B per GPU, storage bandwidth s·B per node and DRAM bandwidth M per node, every SNIC
+can be saturated without a CNIC or DRAM bottleneck for
+s/(g−s) ≤ P/D ≤ min{(g−2s)/s, (g−s)/(2s), (M/(Bs) − 3)/2}.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ scheduler shell applies them. Four decisions:
 4. `form_batch` — intra-engine: which ready requests (and how many new tokens of each)
    one PE puts in its next forward batch.
 
-Class flags say which engine features the policy runs with (the baselines of DESIGN §3).
+Class flags say which engine features the policy runs with (the paper's baselines and
+ablation steps, docs/scheduling.md "Shipped").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Calibrated roofline compute model and the model/GPU profiles it reads (DESIGN.md §5).
+"""Calibrated roofline compute model and the model/GPU profiles it reads (docs/roofline.md).
 
 See docs/roofline.md for the formulas, the efficiency fit and the Table 1 reproduction.
 """

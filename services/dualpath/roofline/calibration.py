@@ -21,9 +21,9 @@ from dualpath.roofline.measurements import Measurement
 from dualpath.roofline.model import Roofline
 from dualpath.roofline.profiles import GpuProfile, ModelProfile
 
-# (tokens per expert group M, TFLOPS) measured on H800 (constants.md §1b, S3). Masked layout
-# points are the README table's rows; the contiguous layout is given in constants.md as a range
-# 1,214–1,346 TFLOPS for M/group 4–8K, assigned here in increasing order of M.
+# (tokens per expert group M, TFLOPS) measured on H800 (S3; docs/sources.md#kernel-efficiency).
+# Masked layout points are the README table's rows; the contiguous layout is given there as a
+# range 1,214–1,346 TFLOPS for M/group 4–8K, assigned here in increasing order of M.
 S3_GROUPED_GEMM_H800: tuple[tuple[float, float], ...] = (
     (256.0, 815.0),
     (256.0, 932.0),
@@ -56,7 +56,9 @@ def fit_gemm_curve(
 
 @dataclass(frozen=True, slots=True)
 class ProductionFigures:
-    """DeepSeek V3/R1 online service on H800, 24 h average (S5 day_6; constants.md §1b)."""
+    """DeepSeek V3/R1 online service on H800, 24 h average (S5 day_6).
+
+    Figures and their use: docs/sources.md#production-calibration."""
 
     prefill_input_tok_s_per_node: float = 73_700.0  # incl. cache hits
     cache_hit_fraction: float = 0.563

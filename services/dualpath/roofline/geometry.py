@@ -1,6 +1,6 @@
 """Per-layer parameter counts and attention FLOP coefficients derived from a ModelProfile.
 
-Formulas follow constants.md §5c: GEMM FLOPs = 2 × parameters × tokens; attention FLOPs per
+Formulas follow docs/sources.md#flops: GEMM FLOPs = 2 × parameters × tokens; attention FLOPs per
 (query, key) pair per layer `a` = 4·n_q·head_dim (GQA) or 2·n_heads·(d_qk + d_v) with
 d_qk = kv_lora + rope, d_v = kv_lora (MLA absorbed / MQA mode, also every DSA kernel);
 DSA indexer a_idx = 2·index_heads·index_head_dim over all keys.

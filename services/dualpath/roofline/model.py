@@ -1,4 +1,4 @@
-"""Calibrated roofline compute model of one GPU (constants.md §6, DESIGN.md §5).
+"""Calibrated roofline compute model of one GPU (docs/roofline.md, sources.md#roofline-recipe).
 
 Per operator t = max(F / (η_c·s·peak), B / (η_m·s·BW)); a layer is the sum of its operators
 plus a fixed per-layer overhead, a decode step adds a per-step overhead. η are kernel-level
@@ -280,7 +280,7 @@ class Roofline:
         return 2.0 * g.active_params() + g.layers * att / append
 
     def cache_compute_ratio(self, context: int, append: int) -> float:
-        """GB of cached KV per PFLOP of compute (DualPath Table 1, constants.md §6.4)."""
+        """GB of cached KV per PFLOP of compute (Table 1; docs/sources.md#table-1-check)."""
         flops = append * self.flops_per_appended_token(context, append)
         table1_kv = self._g.kv_layer * self._g.layers  # the paper's KV, without indexer keys
         return context * table1_kv / flops * BYTES_PER_GB_PER_PFLOP

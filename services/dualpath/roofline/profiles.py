@@ -3,7 +3,7 @@
 The numbers live in `dualpath/profiles/{models,gpus}/*.yaml` (package data), never in code,
 so a user can add a model or a GPU by passing a path, or by name from an installed package
 (entry-point group `dualpath.profiles`, docs/plugins.md). Every file carries a `source:`
-string that cites `reference/constants.md` tags and states any fit.
+string that cites docs/sources.md (its anchors and S-tags) and states any fit.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class KvSpec(_Frozen):
     bytes_per_token_layer: int = Field(gt=0)
     dtype: str
     # DSA indexer keys: read by the indexer every step but NOT counted as KV (Table 1 is
-    # reproduced with the 656 B MLA entry only, constants.md §5b/§6.4).
+    # reproduced with the 656 B MLA entry only, docs/sources.md#kv-bytes).
     indexer_bytes_per_token_layer: int = Field(default=0, ge=0)
 
 
@@ -120,7 +120,7 @@ class ModelProfile(_Frozen):
 
 
 class KernelEfficiency(_Frozen):
-    """Kernel-level fractions of peak: upper bounds from microbenchmarks (constants.md §1b)."""
+    """Kernel-level fractions of peak: microbenchmark upper bounds (docs/sources.md)."""
 
     source: str = Field(min_length=1)
     gemm_max: float = Field(gt=0, le=1)  # η_c(M) = gemm_max · M / (M + gemm_m_half)

@@ -17,7 +17,7 @@ from dualpath.roofline.profiles import load_gpu, load_model, model_names
 TABLE1_CONTEXTS = (16384, 32721, 65536)  # 16K, the trace mean "32.7K" (Table 2), 64K
 TABLE1_APPEND = 429  # paper Table 1 caption / Table 2 64K mean append
 
-# Paper Table 1 ranges (16K–64K) and the point values it states (P §3, constants.md §0).
+# Paper Table 1 ranges (16K–64K) and the point values it states (P §3; docs/sources.md#table-1).
 PAPER_RANGE: dict[str, str] = {
     "qwen2.5-32b": "117–267",
     "deepseek-v3.2": "13–36",
@@ -30,7 +30,7 @@ PAPER_POINTS: dict[str, dict[int, float]] = {
 }
 
 FIG3_BATCHES = (1, 2, 5, 10, 20)
-# Reviewer pixel readings of Fig. 3 right (paper.md §0, S2b): relative throughput.
+# Fig. 3 right read off the figure (approximate; docs/sources.md#figure-3): relative throughput.
 FIG3_PAPER: dict[int, float] = {1: 1.0, 5: 2.58, 10: 2.92, 20: 3.01}
 
 

@@ -1,10 +1,11 @@
-"""One service process: the composition root of `dualpath serve ROLE` (DESIGN §7).
+"""One service process: the composition root of `dualpath serve ROLE` (docs/services.md).
 
-Lifecycle (reference/conventions.md B1): tie the process to its launcher (lifeline.py), build
-the core objects, start the gRPC server with the health service (NOT_SERVING until every peer
-is known), the admin/HTTP app, register in Redis with a TTL heartbeat, wait for the whole run
-to register, serve; on SIGTERM/SIGINT (or the launcher's death) flip health to NOT_SERVING,
-deregister, stop the shell, give in-flight RPCs `grace_s`, close; every step has a deadline.
+Lifecycle (docs/services.md, Supervision and Robustness): tie the process to its launcher
+(lifeline.py), build the core objects, start the gRPC server with the health service
+(NOT_SERVING until every peer is known), the admin/HTTP app, register in Redis with a TTL
+heartbeat, wait for the whole run to register, serve; on SIGTERM/SIGINT (or the launcher's
+death) flip health to NOT_SERVING, deregister, stop the shell, give in-flight RPCs `grace_s`,
+close; every step has a deadline.
 
 While serving, Redis is optional: the membership watch keeps the last read through an outage
 (control/watch.py), the heartbeat and the event buffer retry with backoff, and `/healthz`

@@ -1,5 +1,5 @@
 """The process runtime's transport: a transfer charges every hop in the process that owns
-it and completes when the slowest owner is done (DESIGN §7, "links across processes").
+it and completes when the slowest owner is done (docs/services.md, "Links across processes").
 
 Link names start with their owner ("prefill0.gpu1.cnic.rx" belongs to `prefill0`,
 "storage.write" to `storage`). Local hops move as one fluid flow on this process's fabric;

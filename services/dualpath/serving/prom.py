@@ -1,7 +1,7 @@
 """Prometheus metrics of a service, read from its core objects at scrape time.
 
 Each service gets its own `CollectorRegistry` (several services share a process in tests).
-Names follow vLLM where one exists; link metrics follow reference/conventions.md B5.
+Names follow vLLM where one exists; link metrics are the ones docs/monitoring.md lists.
 """
 
 from __future__ import annotations
