@@ -23,8 +23,9 @@ import pytest
 import yaml
 
 from dualpath.loadgen.options import SPECS, parse_options
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 SCRIPTS = ROOT / "scripts" / "containers"
 LOCUSTFILE_IN_IMAGE = "/app/loadgen/locustfile.py"
 # `${VAR:-default}` in compose: the name and the default

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).parents[2] / "docs"
+from tests.paths import REPO
+
+DOCS = REPO / "docs"
 
 BROKEN_PYPROJECT = """\
 [build-system]

@@ -12,7 +12,6 @@ import json
 import re
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +19,9 @@ import yaml
 
 from dualpath.config.presets import resolve
 from dualpath.launcher.local import LocalCluster, UpOptions
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 GRAFANA = ROOT / "monitoring" / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "dualpath.json"
 # Ours carry one of these prefixes; `up` is the one Prometheus makes itself.

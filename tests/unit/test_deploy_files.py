@@ -42,8 +42,9 @@ from dualpath.cli_common import validate
 from dualpath.config.presets import load_preset, preset_names, resolve
 from dualpath.config.settings import Scenario
 from dualpath.serving.options import ROLES, ServeOptions
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 PROJECT_IMAGE = "dualpath-testbed"
 PROTO_ROOT = ROOT / "proto"
 PROTO_FILES = sorted((PROTO_ROOT / "dualpath" / "rpc" / "v1").glob("*.proto"))

@@ -30,6 +30,7 @@ from dualpath.policies.registry import (
 from dualpath.roofline import profile_files
 from dualpath.roofline.profile_files import build_shelf, plugin_folders
 from dualpath.roofline.profiles import ProfileError, gpu_names, load_gpu
+from tests.paths import REPO
 
 LIMITS = Limits(alpha=100, beta=100, compute_quota_s=0.3, kv_bytes_per_token=10)
 BUILTINS = [cls.name for cls in builtin_policies()]
@@ -304,7 +305,7 @@ def test_catalog_problem_is_none_for_a_working_name() -> None:
 
 
 def test_the_groups_are_the_documented_ones() -> None:
-    documented = Path(__file__).parents[2].joinpath("docs", "plugins.md").read_text()
+    documented = REPO.joinpath("docs", "plugins.md").read_text()
     assert GROUPS == (
         "dualpath.policies",
         "dualpath.profiles",
