@@ -136,7 +136,7 @@ class RemoteScheduler(Recovery):
             request_id=req.rid,
             reserve_bytes=reserve,
             range=range_to_wire(rng, self.ctx.chains),
-            target=self._target(req, rng.stop) if rng.stop else 0,
+            target=self.storage_target(req, rng.stop) if rng.stop else 0,
             nbytes=nbytes,
             vl=self.ctx.vl.kv_vl,
             attempt=req.attempt,
