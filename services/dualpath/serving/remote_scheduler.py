@@ -47,7 +47,6 @@ class PeerUnreachableError(ConnectionError):
 CONTAINED = (grpc.aio.AioRpcError, TimeoutError, ConnectionError, KvReadFailedError)
 # Of those, a node that did not answer: the turn has not decoded, so it is placed again.
 UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-MAX_ATTEMPTS = 3  # placements of one turn before its failure reaches the client
 
 log = logging.getLogger(__name__)
 
