@@ -113,10 +113,6 @@ class GlobalScheduler:
         assert req.de is not None
         self.fetches.kick("de", [req.de.group])
 
-    def kick_prefill(self, group: int) -> None:
-        """A PE group's state changed from outside (a request left): let it fetch again."""
-        self.fetches.kick("pe", [group])
-
     # --- fetches (their timing: engines/fetches.py) -------------------------------------
     def _fetch(self, side: str, g: int) -> None:
         if side == "pe":
