@@ -3,7 +3,8 @@
 `python -m dualpath.layers` prints every edge between packages (and top-level modules such
 as `cli.py`), then "no cycle" or each cycle, then the declared layers, and exits 1 on a
 violation: a cycle, an import of a node in the same or a higher layer, a node no layer
-declares, or the model importing a runtime. Every import counts, the ones under
+declares, the model importing a runtime, or a runtime using a private name of the model
+(`private_reach_ins`). Every import counts, the ones under
 `if TYPE_CHECKING:` and inside functions included: a type-only import is still a dependency
 a reader has to follow. docs/architecture.md explains the layers; tests/unit/test_layers.py
 runs the contract in CI.
@@ -56,6 +57,16 @@ RUNTIMES = frozenset(
     {"runtime", "serving", "control", "frontdoor", "launcher", "loadgen", "experiments"}
     | {"containers", "bench", "__main__"}
 )
+
+# Runtimes use only public names of the model (docs/architecture.md, "Seams"). In a runtime
+# module the check reports `x._name` on anything but self/cls, `self._name` where the module
+# does not define `_name` but a model module does (a private name inherited from the
+# model), and `from dualpath.x import _name`. Allowed here, by attribute name (modules move),
+# each with its reason:
+PRIVATE_ALLOWED: Mapping[str, str] = {
+    "_replace": "a namedtuple's public method (urllib.parse.SplitResult, control/resilience.py)",
+}
+SELF = frozenset({"self", "cls"})
 
 Graph = Mapping[str, frozenset[str]]
 
@@ -174,6 +185,60 @@ def _path_back(graph: Graph, members: Sequence[str], start: str) -> list[str]:
     return []
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.endswith("__")
+
+
+def _defined(tree: ast.AST) -> set[str]:
+    """The private names a module defines: functions, classes, names and attributes it
+    assigns (`self._x = ...`, `_x: T` in a class body), `__slots__` entries."""
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(n.name)
+        elif isinstance(n, ast.Attribute | ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.attr if isinstance(n, ast.Attribute) else n.id)
+        elif isinstance(n, ast.Assign) and any(_slots(t) for t in n.targets):
+            out.update(str(c.value) for c in ast.walk(n.value) if isinstance(c, ast.Constant))
+    return {name for name in out if _private(name)}
+
+
+def _slots(target: ast.expr) -> bool:
+    return isinstance(target, ast.Name) and target.id == "__slots__"
+
+
+def _reach_in(n: ast.AST, model: set[str], own: set[str]) -> str | None:
+    """What in node `n` reaches a private name it should not, or None."""
+    if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == PACKAGE:
+        names = [a.name for a in n.names if _private(a.name)]
+        return f"imports {', '.join(names)} from {n.module}" if names else None
+    if not isinstance(n, ast.Attribute) or not _private(n.attr) or n.attr in PRIVATE_ALLOWED:
+        return None
+    if not (isinstance(n.value, ast.Name) and n.value.id in SELF):
+        return f"{ast.unparse(n)}: a private attribute of another object"
+    if n.attr in model and n.attr not in own:
+        return f"{ast.unparse(n)}: a private name of the model, inherited"
+    return None
+
+
+def private_reach_ins(root: Path) -> list[str]:
+    """Every place a runtime module uses a private name it does not own, one line each."""
+    nodes = nodes_of(root)
+    trees = {p: ast.parse(p.read_text(encoding="utf-8"), str(p)) for f in nodes.values() for p in f}
+    model: set[str] = set()
+    for node in MODEL & nodes.keys():
+        model.update(*(_defined(trees[p]) for p in nodes[node]))
+    out: list[tuple[str, int, str]] = []
+    for node in sorted(n for n in nodes if is_runtime(n)):
+        for path in nodes[node]:
+            own = _defined(trees[path])
+            for n in ast.walk(trees[path]):
+                what = _reach_in(n, model, own)
+                if what is not None:
+                    out.append((str(path.relative_to(root)), getattr(n, "lineno", 0), what))
+    return [f"{path}:{line}: {what}" for path, line, what in sorted(out)]
+
+
 def violations(graph: Graph, layers: Sequence[Sequence[str]] = LAYERS) -> list[str]:
     """Every way `graph` breaks the contract, one line each (empty: it keeps it)."""
     level = {node: i for i, layer in enumerate(layers) for node in layer}
@@ -190,7 +255,9 @@ def violations(graph: Graph, layers: Sequence[Sequence[str]] = LAYERS) -> list[s
     return out
 
 
-def render(graph: Graph, layers: Sequence[Sequence[str]] = LAYERS) -> str:
+def render(
+    graph: Graph, layers: Sequence[Sequence[str]] = LAYERS, reach_ins: Sequence[str] = ()
+) -> str:
     edges = sum(len(v) for v in graph.values())
     lines = [f"import graph of {PACKAGE}: {len(graph)} nodes, {edges} edges (every import)"]
     lines += [f"  {src} -> {', '.join(sorted(graph[src]))}" for src in sorted(graph) if graph[src]]
@@ -199,7 +266,7 @@ def render(graph: Graph, layers: Sequence[Sequence[str]] = LAYERS) -> str:
     lines += [f"  among {', '.join(c)}: e.g. {shortest_cycle(graph, c)}" for c in found]
     lines.append("layers, bottom first (a node imports only from the layers below it):")
     lines += [f"  {i:2d}  {', '.join(layer)}" for i, layer in enumerate(layers)]
-    problems = violations(graph, layers)
+    problems = [*violations(graph, layers), *reach_ins]
     lines.append("contract: ok" if not problems else f"contract: {len(problems)} violation(s)")
     lines += [f"  {p}" for p in problems]
     return "\n".join(lines)
@@ -209,8 +276,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     root = Path(args[0]) if args else Path(__file__).resolve().parent
     graph = import_graph(root)
-    print(render(graph))
-    return 1 if violations(graph) else 0
+    reach_ins = private_reach_ins(root)
+    print(render(graph, reach_ins=reach_ins))
+    return 1 if violations(graph) or reach_ins else 0
 
 
 if __name__ == "__main__":

@@ -100,3 +100,41 @@ def test_every_filled_block_is_persisted_before_the_turn_ends() -> None:
     for req, persisted in ended:  # the newest token has no KV yet: (prompt + gen - 1) tokens
         assert persisted == (req.prompt + req.gen - 1) // bt, (req.rid, req.prompt, req.gen)
     assert shipped and all(blocks > 0 and nbytes == want for blocks, nbytes, want in shipped)
+
+
+def test_running_batches_show_each_des_batch_while_it_decodes() -> None:
+    """The read-only view a runtime's gauges use (serving/node_io.py): every DE of the unit,
+    in engine order, with its running requests and their context; empty once all ended."""
+    sc = resolve("smoke", {"workload": {"agents": 4}}, [])
+    workload = make_workload(sc)
+    seen: list[tuple[list[str], int, int]] = []  # (engine ids, running, context tokens)
+    after: list[tuple[int, int]] = []
+
+    async def main(clock: VirtualClock) -> None:
+        async with running(sc, clock, workload) as cluster:
+            units = cluster.decode_units
+
+            async def sample() -> None:
+                while True:
+                    for unit in units:
+                        views = unit.running_batches()
+                        n, ctx = sum(v.running for v in views), sum(v.context_tokens for v in views)
+                        seen.append(([v.engine_id for v in views], n, ctx))
+                    await clock.sleep(0.05)
+
+            sampler = asyncio.ensure_future(sample())
+            ids = RequestIds()
+            agents = asyncio.gather(
+                *(run_agent(cluster, s, ids, lambda: None) for s in workload.scripts)
+            )
+            await until_done_or_fatal(cluster, agents)
+            sampler.cancel()
+            engines = [[e.engine_id for e in unit.engines] for unit in units]
+            assert all(ids in engines for ids, _, _ in seen)
+            views = [v for unit in units for v in unit.running_batches()]
+            after.extend((v.running, v.context_tokens) for v in views)
+
+    run_virtual_loop(main)
+    assert max(n for _, n, _ in seen) >= 2  # batches of several requests were seen
+    assert all(ctx >= n * 1000 for _, n, ctx in seen)  # every smoke prompt is >1K tokens
+    assert after and set(after) == {(0, 0)}

@@ -215,3 +215,59 @@ def test_a_runtime_that_replaces_the_read_seam_refuses_after_read() -> None:
         return str(err.value)
 
     assert "fidelity.de_buffer_for_pe_reads=after-read" in run_virtual_loop(build)
+
+
+# --- the public seams the process runtime uses (serving/recovery.py, remote_scheduler.py) ---
+def test_live_engines_leave_out_the_nodes_that_are_down() -> None:
+    sc = small("topology.decode_nodes=2", "topology.decode_group_nodes=2")
+
+    async def main(clock: VirtualClock) -> tuple[set[str], set[str], bool]:
+        s = build_cluster(sc, clock, 8000, 400).scheduler
+        s.stop()
+        group = s.de_groups[0]
+        healthy = s.live_engines(group) is group  # the fast path: the group itself
+        s.down.add("decode1")
+        nodes = {e.node.name for e in group}
+        return nodes, {e.node.name for e in s.live_engines(group)}, healthy
+
+    nodes, live, healthy = run_virtual_loop(main)
+    assert healthy and nodes == {"decode0", "decode1"} and live == {"decode0"}
+
+
+def test_a_spawned_task_fails_the_run_unless_contained_to_its_request() -> None:
+    class Containing(GlobalScheduler):
+        def contain(self, req: Request, exc: BaseException) -> bool:
+            return req.rid == 1  # request 1's failures are its own
+
+    async def fail() -> None:
+        raise KeyError("boom")
+
+    async def main(clock: VirtualClock) -> tuple[bool, str]:
+        s = build_cluster(small(), clock, 8000, 400).scheduler
+        s.stop()
+        c = Containing(s.ctx, s.pe_groups, s.de_groups)
+        c.stop()
+        loop = asyncio.get_running_loop()
+        c.spawn(fail(), Request(1, 1, 0, 100, 8, 0.0, loop.create_future()))
+        await clock.sleep(0.001)
+        contained = not c.fatal.done()
+        c.spawn(fail(), Request(2, 2, 0, 100, 8, 0.0, loop.create_future()))
+        with pytest.raises(KeyError) as err:
+            await asyncio.wait_for(c.fatal, 1.0)
+        return contained, str(err.value)
+
+    contained, err = run_virtual_loop(main)
+    assert contained and err == "'boom'"
+
+
+def test_a_read_goes_to_the_storage_target_its_last_block_is_striped_to() -> None:
+    async def main(clock: VirtualClock) -> tuple[list[int], list[int]]:
+        s = build_cluster(small("hardware.storage_targets=4"), clock, 8000, 400).scheduler
+        s.stop()
+        loop = asyncio.get_running_loop()
+        reqs = [Request(i, i, 0, 100, 8, 0.0, loop.create_future()) for i in range(16)]
+        want = [s.ctx.chains.target_of(r.session, 2, 4) for r in reqs]
+        return [s.storage_target(r, 3) for r in reqs], want
+
+    got, want = run_virtual_loop(main)
+    assert got == want and set(got) <= set(range(4)) and len(set(got)) > 1

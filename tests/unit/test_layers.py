@@ -17,6 +17,7 @@ from dualpath.layers import (
     import_graph,
     is_runtime,
     main,
+    private_reach_ins,
     shortest_cycle,
     violations,
 )
@@ -28,6 +29,7 @@ def test_the_package_keeps_its_contract() -> None:
     graph = import_graph(ROOT)
     assert cycles(graph) == []
     assert violations(graph) == []
+    assert private_reach_ins(ROOT) == []  # runtimes use only public names of the model
 
 
 def test_the_command_prints_the_graph_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,3 +104,35 @@ def test_every_kind_of_import_counts(tmp_path: Path) -> None:
     assert cycles(graph) == [["engines", "report"]]
     assert "entities -> engines: imports from a higher layer (1 -> 7)" in violations(graph)
     assert main([str(root)]) == 1
+
+
+def test_a_runtime_reaching_a_private_name_is_a_violation(tmp_path: Path) -> None:
+    """Each kind of reach-in from a runtime module is reported with its place; the same code
+    in the model, a runtime's own private names, dunders and the allowlist are not."""
+    root = tmp_path / "dualpath"
+    _write(root, "__init__.py", "")
+    model = "class S:\n    __slots__ = ('_n',)\n    def _live(self) -> None: ...\n"
+    _write(root, "engines/sched.py", model + "def _helper() -> None: ...\n")
+    _write(root, "links/use.py", "def f(s: object) -> None:\n    s._n\n")  # model: not checked
+    runtime = (
+        "from dualpath.engines.sched import S, _helper\n"  # line 1: a private import
+        "class R(S):\n"
+        "    def _own(self) -> None: ...\n"
+        "    def go(self, other: S) -> None:\n"
+        "        self._live()\n"  # line 5: inherited from the model
+        "        other._n\n"  # line 6: another object's
+        "        self._own(); self.__class__; other._replace()\n"  # own, dunder, allowed
+    )
+    _write(root, "serving/run.py", runtime)
+    found = private_reach_ins(root)
+    assert found == [
+        "serving/run.py:1: imports _helper from dualpath.engines.sched",
+        "serving/run.py:5: self._live: a private name of the model, inherited",
+        "serving/run.py:6: other._n: a private attribute of another object",
+    ]
+    assert main([str(root)]) == 1
+    (root / "serving/run.py").write_text(
+        "class R:\n    def _live(self) -> None:\n        self._live()\n"
+    )
+    assert private_reach_ins(root) == []  # a runtime's own private method is its own
+    assert main([str(root)]) == 0

@@ -8,6 +8,7 @@ import pytest
 
 from dualpath.core.clock import VirtualClock, run_virtual
 from dualpath.links import Fabric
+from dualpath.links.link import LinkCounters
 from dualpath.links.snapshot import restore, snapshot
 
 
@@ -24,5 +25,28 @@ def test_link_snapshot_restores_counters_and_drops_the_idle_prefix() -> None:
         restore(b, snap, skip_s=3.0)
         assert b.bytes_total == pytest.approx(200.0) and b.bytes_by_vl == {2: pytest.approx(200.0)}
         assert b.series()[:2] == [pytest.approx(100.0), pytest.approx(100.0)]
+
+    run_virtual(main)
+
+
+def test_link_counters_round_trip_through_the_links_public_methods() -> None:
+    """`Link.counters` and `Link.restore`: what snapshot/restore carry, without the msgpack
+    form; a link with flows refuses a restore, naming itself."""
+
+    async def main(clock: VirtualClock) -> None:
+        f = Fabric(clock, bucket_s=1.0)
+        a = f.add_link("a", 100.0)
+        done = asyncio.get_running_loop().create_future()
+        f.start(150.0, [a], 3, lambda: done.set_result(None))
+        await done
+        c = a.counters()
+        approx = pytest.approx
+        assert c == LinkCounters(approx(150.0), approx(1.5), {3: approx(150.0)}, [100.0, 50.0])
+        b = Fabric(clock, bucket_s=1.0).add_link("b", 100.0)
+        b.restore(c)
+        assert b.counters() == c
+        f.start(1e6, [a], 3, None)
+        with pytest.raises(ValueError, match="link 'a' has flows"):
+            a.restore(c)
 
     run_virtual(main)

@@ -71,8 +71,6 @@ class Outage:
         self.failures = 0  # consecutive failed calls
         self.last_error = ""
         self.next_try = 0.0  # monotonic: no call before this while down
-        self.outages = 0  # completed outages
-        self.last_outage_s = 0.0
 
     @property
     def down(self) -> bool:
@@ -111,6 +109,4 @@ class Outage:
             self.failures,
         )
         self.since, self.failures, self.next_try = None, 0, 0.0
-        self.outages += 1
-        self.last_outage_s = length
         return length

@@ -33,7 +33,7 @@ from dualpath.deploy.compose_templates import (
     STORAGE,
     USAGE,
 )
-from dualpath.deploy.k8s import _leaves
+from dualpath.deploy.k8s import setting_leaves
 
 SCENARIO_MOUNT = "/etc/dualpath/scenario.yaml"
 DEFAULT_OUT = "docker-compose.yml"  # the committed file: the smoke preset
@@ -195,7 +195,7 @@ def scenario_text(t: Target) -> str | None:
     if t.packaged:
         return None
     data = load_preset(t.preset)
-    for path, value in _leaves(parse_set(list(t.sets))):
+    for path, value in setting_leaves(parse_set(list(t.sets))):
         set_path(data, path, value)
     data = {"name": t.name, **{k: v for k, v in data.items() if k != "name"}}
     origin = f"preset {t.preset}" if t.preset in preset_names() else f"file {t.preset}"

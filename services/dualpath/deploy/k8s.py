@@ -110,7 +110,7 @@ def scenario_text(t: Target) -> str:
         header.append(f"A copy of the packaged preset {t.preset}: rename `name` if you edit it.")
         return yamltext.comment(header) + res.read_text(encoding="utf-8")
     data = load_preset(t.preset)
-    for path, value in _leaves(parse_set(list(t.sets))):
+    for path, value in setting_leaves(parse_set(list(t.sets))):
         set_path(data, path, value)  # the preset's key order stays: a reader diffs it
     data = {"name": t.name, **{k: v for k, v in data.items() if k != "name"}}
     origin = f"preset {t.preset}" if t.preset in preset_names() else f"file {t.preset}"
@@ -118,11 +118,12 @@ def scenario_text(t: Target) -> str:
     return yamltext.comment(header) + yamltext.dump(data)
 
 
-def _leaves(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+def setting_leaves(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """The leaves of a nested settings tree as (dotted path, value), in order."""
     out: list[tuple[str, Any]] = []
     for key, value in tree.items():
         path = f"{prefix}{key}"
-        out += _leaves(value, path + ".") if isinstance(value, dict) else [(path, value)]
+        out += setting_leaves(value, path + ".") if isinstance(value, dict) else [(path, value)]
     return out
 
 

@@ -31,9 +31,5 @@ def dump(doc: Any) -> str:
     return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)
 
 
-def dump_all(docs: Iterable[Any]) -> str:
-    return "---\n".join(dump(d) for d in docs)
-
-
 def comment(lines: Iterable[str]) -> str:
     return "".join(f"# {line}".rstrip() + "\n" for line in lines)

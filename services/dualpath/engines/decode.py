@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from dualpath.blocks import BlockRange
 from dualpath.compiled import mypyc_attr
@@ -46,6 +47,15 @@ class _Batch:
         self.a2a_pending = 0.0  # all-to-all bytes of steps already run, not yet on the CNIC
 
 
+class DecodeBatch(NamedTuple):
+    """A read-only view of one DE's running batch, for gauges (vLLM's running requests
+    and KV cache usage): a runtime reads the batch through this, never the unit's state."""
+
+    engine_id: str
+    running: int  # requests in the batch
+    context_tokens: int  # Σ context over the batch at the unit's current step (KV in HBM)
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class DecodeUnit:
     def __init__(
@@ -57,7 +67,7 @@ class DecodeUnit:
     ) -> None:
         self.ctx = ctx
         self.engines = list(engines)
-        self.batches = {e.engine_id: _Batch(e) for e in engines}
+        self._batches = {e.engine_id: _Batch(e) for e in engines}
         self.step = 0  # decode steps this unit has completed
         self._finish: list[tuple[int, int, Request]] = []  # (last step, rid, request)
         self._joining: list[Request] = []
@@ -68,6 +78,10 @@ class DecodeUnit:
         self._on_progress = on_progress
         self._topk = ctx.roofline.attended(1 << 40)
         self._a2a: dict[int, float] = {}  # batch size -> one step's all-to-all bytes
+
+    def running_batches(self) -> list[DecodeBatch]:
+        """Each of the unit's DEs with its running batch, in engine order."""
+        return [DecodeBatch(eid, len(b.reqs), b.ctx_sum) for eid, b in self._batches.items()]
 
     # --- arrival of a prefilled request -------------------------------------------------
     def receive(self, req: Request) -> None:
@@ -106,7 +120,7 @@ class DecodeUnit:
     def _admit(self) -> None:
         for req in self._joining:
             assert req.de is not None
-            b = self.batches[req.de.engine_id]
+            b = self._batches[req.de.engine_id]
             b.reqs[req.rid] = req
             req.join_step = self.step
             b.ctx_sum += req.prompt
@@ -136,14 +150,14 @@ class DecodeUnit:
         ctx.metrics.decode_chunks += 1
         for eid, t, a2a_bytes in per_engine:
             ctx.metrics.add_busy(eid, t * steps)
-            self.batches[eid].a2a_pending += a2a_bytes * steps
+            self._batches[eid].a2a_pending += a2a_bytes * steps
         self._advance(t0, step, steps)
 
     def _announce(self, hook: ProgressHook, t0: float, step: float, k: int) -> None:
         """Tell the runtime the tokens this chunk produces (told now, not when the chunk
         ends, so they can be streamed at their step times instead of in a burst). A cut
         chunk produces fewer: the next chunk's announcement re-times the rest."""
-        for b in self.batches.values():
+        for b in self._batches.values():
             for req in b.reqs.values():
                 done = min(req.gen, 1 + self.step - req.join_step)
                 end = min(req.gen, done + k)
@@ -162,7 +176,7 @@ class DecodeUnit:
         longest = 0.0
         per_engine: list[tuple[str, float, float]] = []
         a2a = self._a2a
-        for b in self.batches.values():
+        for b in self._batches.values():
             n = len(b.reqs)
             if not n:
                 continue
@@ -195,7 +209,7 @@ class DecodeUnit:
             req.t_second = t0 + step
         self._fresh = []
         self.step += steps
-        for b in self.batches.values():
+        for b in self._batches.values():
             n = len(b.reqs)
             b.ctx_sum += n * steps
             b.att_sum += b.growing * steps
@@ -207,7 +221,7 @@ class DecodeUnit:
             self._complete(req)
         if self.step >= self._next_flush:
             self._next_flush = self.step + self.ctx.engine.decode_chunk_steps
-            for b in self.batches.values():
+            for b in self._batches.values():
                 self._persist(list(b.reqs.values()), b.engine)
                 self._flush_a2a(b)
 
@@ -227,7 +241,7 @@ class DecodeUnit:
 
     def _leave(self, req: Request) -> None:
         assert req.de is not None
-        b = self.batches[req.de.engine_id]
+        b = self._batches[req.de.engine_id]
         del b.reqs[req.rid]
         ctx_now = req.prompt + req.gen - 1
         b.ctx_sum -= ctx_now
@@ -246,7 +260,7 @@ class DecodeUnit:
 
     def _batch_of(self, req: Request) -> _Batch:
         assert req.de is not None
-        return self.batches[req.de.engine_id]
+        return self._batches[req.de.engine_id]
 
     def _persist(self, reqs: list[Request], de: EngineState) -> None:
         """Persist every block that has filled since the last call, as one transfer."""

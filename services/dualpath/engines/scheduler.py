@@ -6,6 +6,10 @@ fetches periodically (`engine.fetch_interval_ms`). `engine.fetch_mode = "on-chan
 (default) skips the polls at which nothing the group cares about changed (no request
 queued, none of its engines freed work): those polls would assign nothing, so the outcome
 is the same at a fraction of the events. `"periodic"` polls every interval regardless.
+
+The process runtime extends it (serving/remote_scheduler.py, serving/recovery.py) through
+public names only: the seams `read_kv` and `contain` it overrides, and `down`,
+`live_engines`, `spawn` and `storage_target` it uses (docs/architecture.md, "Seams").
 """
 
 from __future__ import annotations
@@ -109,10 +113,6 @@ class GlobalScheduler:
         assert req.de is not None
         self.fetches.kick("de", [req.de.group])
 
-    def kick_prefill(self, group: int) -> None:
-        """A PE group's state changed from outside (a request left): let it fetch again."""
-        self.fetches.kick("pe", [group])
-
     # --- fetches (their timing: engines/fetches.py) -------------------------------------
     def _fetch(self, side: str, g: int) -> None:
         if side == "pe":
@@ -120,11 +120,12 @@ class GlobalScheduler:
         else:
             self._fetch_decode(g)
 
-    def _live(self, group: list[EngineState]) -> list[EngineState]:
+    def live_engines(self, group: list[EngineState]) -> list[EngineState]:
+        """The engines of `group` on nodes not `down` (the group itself in a healthy run)."""
         return [e for e in group if e.node.name not in self.down] if self.down else group
 
     def _fetch_prefill(self, g: int) -> None:
-        engines = self._live(self.pe_groups[g])
+        engines = self.live_engines(self.pe_groups[g])
         if not self.pe_queue or not engines:
             return
         now = self.ctx.clock.now()
@@ -141,8 +142,8 @@ class GlobalScheduler:
         """DE groups that have a live engine: (their indices, live engines, private queues)."""
         if not self.down:
             return range(len(self.de_groups)), self.de_groups, self.de_private
-        live = [i for i, grp in enumerate(self.de_groups) if self._live(grp)]
-        groups = [self._live(self.de_groups[i]) for i in live]
+        live = [i for i, grp in enumerate(self.de_groups) if self.live_engines(grp)]
+        groups = [self.live_engines(self.de_groups[i]) for i in live]
         return live, groups, [self.de_private[i] for i in live]
 
     def _fetch_decode(self, g: int) -> None:
@@ -155,7 +156,7 @@ class GlobalScheduler:
                 self.de_private[gi].append(req)
                 if gi != g:
                     self.fetches.kick("de", [gi])
-        engines = self._live(self.de_groups[g])
+        engines = self.live_engines(self.de_groups[g])
         if not engines:
             return
         assigned = self.ctx.policy.assign_decode(self.de_private[g], engines)
@@ -164,9 +165,11 @@ class GlobalScheduler:
             req.hbm_bytes = float(req.length * self.ctx.kv_token)
             if de.free_hbm < -1e-6:
                 raise RuntimeError(f"policy over-committed HBM on {de.engine_id}")
-            self._spawn(self.read_kv(req), req)
+            self.spawn(self.read_kv(req), req)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], req: Request | None = None) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None], req: Request | None = None) -> None:
+        """Run `coro` as the scheduler's task: a failure of it ends the run (`fatal`) unless
+        `contain` confines it to `req`."""
         task = self.ctx.clock.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(functools.partial(self._task_done, req))
@@ -198,7 +201,7 @@ class GlobalScheduler:
         assert pe is not None and de is not None
         node, hit_blocks, nbytes = self.plan_read(req, ctx.store.prefix_blocks(req.session))
         if req.path is ReadPath.SPLIT:
-            await read_split(ctx, req, hit_blocks, self._target)
+            await read_split(ctx, req, hit_blocks, self.storage_target)
             self._verify_read(req, hit_blocks, nbytes)
             self.pe_unit[pe.engine_id].enqueue(req)
             return
@@ -218,7 +221,7 @@ class GlobalScheduler:
         req.t_read_start = ctx.clock.now()
         if nbytes > 0:
             done = ctx.clock.create_future()
-            hops = ctx.hw.storage_read_hops(node, self._target(req, hit_blocks))
+            hops = ctx.hw.storage_read_hops(node, self.storage_target(req, hit_blocks))
             ctx.move(nbytes, hops, ctx.vl.kv_vl, lambda: done.set_result(None))
             await done
         node.read_q -= req.hit
@@ -263,7 +266,7 @@ class GlobalScheduler:
             integ.blocks_read += hit_blocks
             integ.bytes_from_storage += nbytes
 
-    def _target(self, req: Request, hit_blocks: int) -> int:
+    def storage_target(self, req: Request, hit_blocks: int) -> int:
         """The storage target serving this read, striped by the blocks' chained hash."""
         n = len(self.ctx.hw.targets)
         return self.ctx.chains.target_of(req.session, hit_blocks - 1, n) if n else 0

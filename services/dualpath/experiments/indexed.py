@@ -15,7 +15,7 @@ from dualpath.cli_common import fail
 from dualpath.experiments.base import Experiment, RunSpec
 from dualpath.experiments.cache import SharedIndex, reuse
 from dualpath.experiments.outputs import Outcome, atomic_write
-from dualpath.experiments.runner import _Executor, _Log
+from dualpath.experiments.runner import RunExecutor, RunLog
 from dualpath.experiments.stages import stage_specs
 
 MAX_DEFAULT_PARALLELISM = 8
@@ -47,9 +47,9 @@ def run_index(exp: Experiment, out: Path, quick: bool, stage: int, index: int, f
         console.print(f"{exp.name} stage {stage} index {index}: {spec.key} already done "
                       f"({outcome.records[spec.key].status})", highlight=False)  # fmt: skip
         return 0
-    log = _Log(console, False, exp.name)
+    log = RunLog(console, False, exp.name)
     log.add(1)
-    rec = next(iter(_Executor(runs_dir, 1, log, shared).run([spec])))
+    rec = next(iter(RunExecutor(runs_dir, 1, log, shared).run([spec])))
     return 1 if rec.error is not None else 0
 
 

@@ -84,7 +84,7 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-class _Log:
+class RunLog:
     """Progress: a rich bar over the runs on a terminal, else one plain line per run."""
 
     def __init__(self, console: Console, bar: bool, name: str) -> None:
@@ -131,8 +131,11 @@ class _Log:
             self.progress.stop()
 
 
-class _Executor:
-    def __init__(self, runs_dir: Path, jobs: int, log: _Log, index: SharedIndex) -> None:
+class RunExecutor:
+    """Runs a stage's runs (in `jobs` worker processes) and records each: its report (and
+    the shared index entry) or its error file. `dualpath experiment --index` runs one."""
+
+    def __init__(self, runs_dir: Path, jobs: int, log: RunLog, index: SharedIndex) -> None:
         self.runs_dir = runs_dir
         self.jobs = jobs
         self.log = log
@@ -217,9 +220,9 @@ def run_experiment(
     outcome = Outcome(exp, quick, n_jobs, out / exp.name)
     runs_dir = outcome.out_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    log = _Log(console, console.is_terminal if bar is None else bar, exp.name)
+    log = RunLog(console, console.is_terminal if bar is None else bar, exp.name)
     index = SharedIndex(out)
-    executor = _Executor(runs_dir, n_jobs, log, index)
+    executor = RunExecutor(runs_dir, n_jobs, log, index)
     t0 = time.perf_counter()
     planned: list[str] = []  # every stage's keys in plan order: the summary's run order
     try:

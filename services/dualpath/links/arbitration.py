@@ -15,9 +15,9 @@ from types import MappingProxyType
 
 INF = math.inf
 UNBOUNDED_HIGH_LIMIT = 255
-# IBA counts `high_limit` in 4 KB units whatever the MTU, and table weights in 64-byte credits.
+# IBA counts `high_limit` in 4 KB units whatever the MTU, and table weights in 64-byte credits
+# (a fluid share needs only the weights' ratios, so no credit size here).
 HIGH_LIMIT_UNIT_BYTES = 4096
-CREDIT_BYTES = 64
 MAX_DATA_VL = 14
 _MAX_WEIGHT = 255
 

@@ -30,7 +30,6 @@ class Fabric:
             raise ValueError(f"max_cascade must be >= 0, got {max_cascade}")
         self._clock = clock
         self._bucket_s = bucket_s
-        self._max_cascade = max_cascade
         self.links: dict[str, Link] = {}
         self._due = CompletionQueue()
         self._sharer = Sharer(max_cascade)

@@ -7,8 +7,9 @@ flows cost little memory and every state change happens in one place.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from dualpath.links.arbitration import MAX_DATA_VL, VlArbitration
 from dualpath.links.stats import new_series, series_until, spread
@@ -18,6 +19,16 @@ if TYPE_CHECKING:
 
 INF = math.inf
 ACTIVE, DONE, CANCELLED = 0, 1, 2
+
+
+class LinkCounters(NamedTuple):
+    """A link's statistics as plain data, as `Link.counters` reads them: what lets a link
+    charged in one process be reported by another (links/snapshot.py)."""
+
+    bytes_total: float
+    busy_s: float
+    bytes_by_vl: dict[int, float]
+    series: list[float]  # bytes per bucket from t = 0 (empty: the fabric keeps no series)
 
 
 class Link:
@@ -126,6 +137,23 @@ class Link:
                 spread(series, width, t0, t, rate)
 
     # --- statistics ----------------------------------------------------------------------
+
+    def counters(self) -> LinkCounters:
+        """The link's statistics up to now."""
+        series = self.series() if self._series is not None else []
+        return LinkCounters(self.bytes_total, self.busy_s, self.bytes_by_vl, series)
+
+    def restore(self, counters: LinkCounters, skip_s: float = 0.0) -> None:
+        """Load `counters` into this idle link, dropping the first `skip_s` emulated seconds
+        of its series (the process runtime's clocks start before the workload does)."""
+        if self.members:
+            raise ValueError(f"link {self.name!r} has flows: restore only into an idle link")
+        self._bytes = counters.bytes_total
+        self._busy_s = counters.busy_s
+        self._by_vl = dict(counters.bytes_by_vl)
+        if self._series is not None and self._bucket_s:
+            skip = int(skip_s / self._bucket_s)
+            self._series = array("d", counters.series[skip:])
 
     def _open_dt(self) -> float:
         """Length of the still-open segment, if any flow is on the link."""

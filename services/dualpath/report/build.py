@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dualpath import native
-from dualpath.config.workload_sources import build_workload
 from dualpath.engines.hardware import GBPS_TO_BYTES
 from dualpath.report.breakdown import ttft_breakdown
 from dualpath.report.floor import FloorModel, floor_section
@@ -211,12 +210,9 @@ def _integrity(cluster: Cluster) -> dict[str, Any]:
     return out
 
 
-def _jct_floor(cluster: Cluster, jct: float) -> dict[str, Any]:
-    """`jct_floor_s`, `jct_floor_bound`, `jct_floor` (report/floor.py) of an offline run.
-
-    The scripts come from `build_workload` again: the run's own workload while it is still
-    alive (sources.py hands it out again), else rebuilt the same way from the scenario.
-    """
+def _jct_floor(cluster: Cluster, jct: float, workload: Workload) -> dict[str, Any]:
+    """`jct_floor_s`, `jct_floor_bound`, `jct_floor` (report/floor.py) of an offline run
+    of `workload`'s scripts."""
     sc = cluster.scenario
     model = FloorModel(
         cluster.prefill_roofline,
@@ -226,10 +222,11 @@ def _jct_floor(cluster: Cluster, jct: float) -> dict[str, Any]:
         sc.topology.gpus_per_node,
     )
     open_loop = sc.workload.replay == "open-loop"
-    return floor_section(model, build_workload(sc), cluster.metrics.requests, jct, open_loop)
+    return floor_section(model, workload, cluster.metrics.requests, jct, open_loop)
 
 
-def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
+def build_report(cluster: Cluster, jct: float, wall_s: float, workload: Workload) -> dict[str, Any]:
+    """The report of `cluster`, which ran `workload` (the run's own scripts: never rebuilt)."""
     m = cluster.metrics
     sc = cluster.scenario
     reqs = m.requests
@@ -275,7 +272,7 @@ def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
     }
     # Keys added after the contract's first version go last, so existing ones keep their order.
     if sc.workload.mode == "offline":
-        report.update(_jct_floor(cluster, jct))
+        report.update(_jct_floor(cluster, jct, workload))
     report["ttft_breakdown"] = ttft_breakdown(reqs)
     report["timeline"] = timeline(reqs)
     return report

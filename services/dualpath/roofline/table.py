@@ -30,8 +30,6 @@ PAPER_POINTS: dict[str, dict[int, float]] = {
 }
 
 FIG3_BATCHES = (1, 2, 5, 10, 20)
-# Fig. 3 right read off the figure (approximate; docs/sources.md#figure-3): relative throughput.
-FIG3_PAPER: dict[int, float] = {1: 1.0, 5: 2.58, 10: 2.92, 20: 3.01}
 
 
 def roofline_table(

@@ -22,7 +22,6 @@ from dualpath.entities.request import Request
 from dualpath.report.build import build_report, workload_section
 from dualpath.report.schema import check_report
 from dualpath.runtime.cluster import build_cluster
-from dualpath.workload import Trajectory, parse_max_len, synthetic_trajectories
 from dualpath.workload.script import AgentScript, Workload, mean_shape
 
 Progress = Callable[[int, int], None]  # (done, total): turns offline, emulated s online
@@ -35,13 +34,6 @@ class SimOutcome:
     wall_s: float
     workload: Workload
     online: dict[str, Any] | None = None
-
-
-def make_trajectories(sc: Scenario, n_agents: int | None = None) -> list[Trajectory]:
-    w = sc.workload
-    return synthetic_trajectories(
-        parse_max_len(w.max_len), n_agents or w.agents, sc.seed, w.append_scale, w.gen_scale
-    )
 
 
 def make_workload(sc: Scenario, n_agents: int | None = None) -> Workload:
@@ -223,7 +215,7 @@ def simulate(sc: Scenario, progress: Progress | None = None) -> dict[str, Any]:
         outcome = run_online(sc, progress)
     else:
         outcome = run_offline(sc, progress)
-    report = build_report(outcome.cluster, outcome.jct_s, outcome.wall_s)
+    report = build_report(outcome.cluster, outcome.jct_s, outcome.wall_s, outcome.workload)
     report["workload"] = workload_section(outcome.workload)
     if outcome.online is not None:
         report["online"] = outcome.online

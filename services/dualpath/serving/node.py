@@ -90,10 +90,11 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.reports = ReportSender(peers, self.opts.rpc_timeout_s)
         self.reports.start()
         for u in self.units:
-            self._spawn(u.run())
+            self.spawn(u.run())
         self.working.set()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run `coro` as this node's task: a failure of it stops the node (`fail`)."""
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
@@ -129,7 +130,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         assert req.de is not None and self.peers is not None
         stub = self.peers.node(req.de.node.name)
         msg = request_to_wire(req, self.ctx.chains)
-        self._spawn(self._hand_over(req, stub.Receive(msg, timeout=self.opts.transfer_deadline())))
+        self.spawn(self._hand_over(req, stub.Receive(msg, timeout=self.opts.transfer_deadline())))
 
     async def _hand_over(self, req: Request, call: Any) -> None:
         """The KV is in the DE's buffer; tell the DE. If it cannot be told (it died, it is

@@ -136,10 +136,10 @@ class NodeIo:
         hw = self.ctx.hw
         for unit in self.shell.units:
             if isinstance(unit, DecodeUnit):
-                for eid, b in unit.batches.items():
-                    lab = {"engine": eid}
-                    out.setdefault("vllm:num_requests_running", []).append((lab, len(b.reqs)))
-                    use = b.ctx_sum * kv / hw.gpus[eid].kv_hbm
+                for b in unit.running_batches():
+                    lab = {"engine": b.engine_id}
+                    out.setdefault("vllm:num_requests_running", []).append((lab, b.running))
+                    use = b.context_tokens * kv / hw.gpus[b.engine_id].kv_hbm
                     out.setdefault("vllm:kv_cache_usage_perc", []).append((lab, use))
             else:
                 for eid, q in unit.ready.items():
@@ -168,9 +168,7 @@ class RemoteDecodeUnit(DecodeUnit):
         self._io = io
 
     def ship(self, ranges: list[BlockRange], nbytes: float, de: EngineState) -> None:
-        task = asyncio.get_running_loop().create_task(self._write(ranges, nbytes, de))
-        self._io.shell._tasks.add(task)
-        task.add_done_callback(self._io.shell._task_done)
+        self._io.shell.spawn(self._write(ranges, nbytes, de))
 
     async def _write(self, ranges: list[BlockRange], nbytes: float, de: EngineState) -> None:
         ctx, shell = self.ctx, self._io.shell

@@ -71,7 +71,7 @@ class Recovery(GlobalScheduler):
             if not self._retry(req, why):
                 self.fail_request(req, why)
         for g, grp in enumerate(self.de_groups):  # a dead group's queue goes back to all
-            if not self._live(grp) and self.de_private[g]:
+            if not self.live_engines(grp) and self.de_private[g]:
                 self.de_queue.extendleft(reversed(self.de_private[g]))
                 self.de_private[g].clear()
         self._kick_all()
@@ -128,7 +128,7 @@ class Recovery(GlobalScheduler):
             release_decode(req)
             self.fetches.kick("de", [de.group])
         for node in {e.node.name for e in (pe, de) if e is not None} - self.down:
-            self._spawn(self._release_on(node, req.rid, req.attempt))
+            self.spawn(self._release_on(node, req.rid, req.attempt))
 
     async def _release_on(self, node: str, rid: int, attempt: int) -> None:
         if self.peers is None:

@@ -47,7 +47,6 @@ class PeerUnreachableError(ConnectionError):
 CONTAINED = (grpc.aio.AioRpcError, TimeoutError, ConnectionError, KvReadFailedError)
 # Of those, a node that did not answer: the turn has not decoded, so it is placed again.
 UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-MAX_ATTEMPTS = 3  # placements of one turn before its failure reaches the client
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +135,7 @@ class RemoteScheduler(Recovery):
             request_id=req.rid,
             reserve_bytes=reserve,
             range=range_to_wire(rng, self.ctx.chains),
-            target=self._target(req, rng.stop) if rng.stop else 0,
+            target=self.storage_target(req, rng.stop) if rng.stop else 0,
             nbytes=nbytes,
             vl=self.ctx.vl.kv_vl,
             attempt=req.attempt,

@@ -56,7 +56,3 @@ class Reservations:
             self.pool.release(nbytes)
             self.released_bytes += nbytes
         return nbytes
-
-    @property
-    def held_bytes(self) -> float:
-        return sum(self._held.values())

@@ -12,7 +12,7 @@ from dualpath.engines.scheduler import GlobalScheduler
 from dualpath.links import Link
 from dualpath.runtime.cluster import SchedulerFactory, build_cluster
 from dualpath.serving.mover import owner_of
-from dualpath.workload.script import mean_shape
+from dualpath.workload.script import Workload, mean_shape
 
 
 @dataclass(slots=True)
@@ -25,12 +25,17 @@ class World:
 
 
 def build_world(
-    sc: Scenario, clock: Clock, me: str, scheduler: SchedulerFactory = GlobalScheduler
+    sc: Scenario,
+    clock: Clock,
+    me: str,
+    scheduler: SchedulerFactory = GlobalScheduler,
+    workload: Workload | None = None,
 ) -> World:
     """The limits (α, β) depend on the scenario's workload shape, as in `dualpath sim`, so
     every process derives the same ones. `scheduler`: the class the scheduler process runs
-    (its `RemoteScheduler`); every other process keeps the core's, idle."""
-    ctx, app = mean_shape(build_workload(sc).scripts)
+    (its `RemoteScheduler`); every other process keeps the core's, idle. `workload`: the
+    scenario's, if the caller has it already (else built here)."""
+    ctx, app = mean_shape((workload or build_workload(sc)).scripts)
     cluster = build_cluster(sc, clock, ctx, app, scheduler=scheduler)
     if me != "scheduler":
         cluster.scheduler.stop()  # only the scheduler process schedules
