@@ -131,20 +131,8 @@ class NodeIo:
         return digest, got
 
     def gauges(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        # the engines' vllm:* metrics are whole families (serving/vllm_engine.py)
         out: dict[str, list[tuple[dict[str, str], float]]] = {}
-        kv = self.ctx.kv_token
-        hw = self.ctx.hw
-        for unit in self.shell.units:
-            if isinstance(unit, DecodeUnit):
-                for eid, b in unit.batches.items():
-                    lab = {"engine": eid}
-                    out.setdefault("vllm:num_requests_running", []).append((lab, len(b.reqs)))
-                    use = b.ctx_sum * kv / hw.gpus[eid].kv_hbm
-                    out.setdefault("vllm:kv_cache_usage_perc", []).append((lab, use))
-            else:
-                for eid, q in unit.ready.items():
-                    lab = {"engine": eid}
-                    out.setdefault("vllm:num_requests_waiting", []).append((lab, len(q)))
         buf = self.shell.node_hw.buffer
         out["dualpath_dram_buffer_used_bytes"] = [({"node": self.shell.name}, buf.used)]
         released = self.shell.reservations.released_bytes
