@@ -98,6 +98,8 @@ def test_names_types_and_labels_are_vllms(scraped: tuple[list[Sample], dict[str,
         "vllm:request_prefill_time_seconds": "histogram",
         "vllm:request_decode_time_seconds": "histogram",
         "vllm:iteration_tokens_total": "histogram",
+        "vllm:request_inference_time_seconds": "histogram",
+        "vllm:request_time_per_output_token_seconds": "histogram",
         "vllm:num_requests_running": "gauge",
         "vllm:num_requests_waiting": "gauge",
         "vllm:kv_cache_usage_perc": "gauge",
@@ -121,6 +123,8 @@ def test_buckets_are_vllms(scraped: tuple[list[Sample], dict[str, str]]) -> None
         ("vllm:request_prefill_time_seconds", steps.REQUEST_LATENCY),
         ("vllm:request_decode_time_seconds", steps.REQUEST_LATENCY),
         ("vllm:e2e_request_latency_seconds", steps.REQUEST_LATENCY),
+        ("vllm:request_inference_time_seconds", steps.REQUEST_LATENCY),
+        ("vllm:request_time_per_output_token_seconds", steps.INTER_TOKEN_LATENCY),
         ("vllm:time_to_first_token_seconds", steps.TIME_TO_FIRST_TOKEN),
     ):
         les = {lab["le"] for n, lab, _ in samples if n == f"{name}_bucket"}
@@ -155,6 +159,8 @@ def test_values_follow_from_the_turns(
     e2e = _total(samples, "vllm:e2e_request_latency_seconds_sum")
     assert queue > 0 and prefill > 0 and decode > 0
     assert math.isclose(queue + prefill + decode, e2e, rel_tol=1e-6)
+    inference = _total(samples, "vllm:request_inference_time_seconds_sum")
+    assert math.isclose(inference, prefill + decode, rel_tol=1e-6)
     assert queue + prefill == pytest.approx(sum(r["ttft_s"] for r in results), rel=1e-6)
     for phase in ("queue", "prefill", "decode"):
         count = _total(samples, f"vllm:request_{phase}_time_seconds_count")
@@ -180,15 +186,18 @@ def test_router_scrape_under_load(run: tuple[LocalCluster, list[Any]]) -> None:
 
     peak: dict[str, tuple[float, float, float]] = {}
     scrapes = 0
+    took: list[float] = []  # wall seconds per node scrape
     with ThreadPoolExecutor(12) as pool:
         futures = [pool.submit(load, i) for i in range(12)]
         deadline = time.monotonic() + 60
         while not all(f.done() for f in futures) and time.monotonic() < deadline:
             t0 = time.perf_counter()
             for m in nodes:
+                t1 = time.perf_counter()
                 samples, _ = _scrape(m.admin_addr)
+                took.append(time.perf_counter() - t1)
                 for name, lab, v in samples:
-                    old = peak.get(lab["engine"], (0.0, 0.0, 0.0))
+                    old = peak.get(lab["engine"], (0.0, 0.0, -1.0))  # -1: no KV gauge (PE)
                     idx = {
                         "vllm:num_requests_running": 0,
                         "vllm:num_requests_waiting": 1,
@@ -203,9 +212,14 @@ def test_router_scrape_under_load(run: tuple[LocalCluster, list[Any]]) -> None:
         stop.set()
         for f in futures:
             f.result()
-    print(f"\n{scrapes} router scrapes of {len(nodes)} nodes; peak per engine:")
+    took.sort()
+    print(
+        f"\n{scrapes} router scrapes of {len(nodes)} nodes, one node's /metrics in "
+        f"{1e3 * took[len(took) // 2]:.1f} ms median, {1e3 * took[-1]:.1f} ms max; peak per engine:"
+    )
     for eid, (running, waiting, kv) in sorted(peak.items()):
-        print(f"  {eid}: running {running:.0f}, waiting {waiting:.0f}, KV usage {kv:.4f}")
+        usage = f"{kv:.4f}" if kv >= 0 else "n/a (prefill engine)"
+        print(f"  {eid}: running {running:.0f}, waiting {waiting:.0f}, KV usage {usage}")
     assert scrapes >= 3
     assert max(p[0] for p in peak.values()) >= 2  # a DE batched several turns
     assert max(p[2] for p in peak.values()) > 0

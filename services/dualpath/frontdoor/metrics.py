@@ -46,6 +46,14 @@ class FrontDoorMetrics:
         self.queue = hist("vllm:request_queue_time_seconds", "Arrival to first forward", latency)
         self.prefill = hist("vllm:request_prefill_time_seconds", "First forward to token", latency)
         self.decode = hist("vllm:request_decode_time_seconds", "First to last token", latency)
+        self.inference = hist(
+            "vllm:request_inference_time_seconds", "First forward to last token", latency
+        )
+        self.mean_itl = hist(
+            "vllm:request_time_per_output_token_seconds",
+            "Decode time / (generated - 1), per turn",
+            steps.INTER_TOKEN_LATENCY,
+        )
         self.prompt_hist = hist("vllm:request_prompt_tokens", "Prompt tokens", tokens)
         self.gen_hist = hist("vllm:request_generation_tokens", "Generated tokens", tokens)
         self.prompt_total = counter("vllm:prompt_tokens", "Prompt tokens processed")
@@ -79,6 +87,9 @@ class FrontDoorMetrics:
         self.queue.labels(*lab).observe(queue)
         self.prefill.labels(*lab).observe(prefill)
         self.decode.labels(*lab).observe(decode)
+        self.inference.labels(*lab).observe(prefill + decode)
+        n = result.generated_tokens
+        self.mean_itl.labels(*lab).observe(decode / (n - 1) if n > 1 else 0.0)  # as vLLM
         self.prompt_hist.labels(*lab).observe(result.prompt_tokens)
         self.gen_hist.labels(*lab).observe(result.generated_tokens)
         self.prompt_total.labels(*lab).inc(result.prompt_tokens)
