@@ -132,7 +132,12 @@ async def test_metrics_after_a_request(http: ClientSession) -> None:
         for fam in text_string_to_metric_families(text)
         for s in fam.samples
     }
-    label = (("model_name", MODEL),)
+    # the fake backend does not name its engine: vLLM's single engine core, "0"
+    label = (("engine", "0"), ("model_name", MODEL))
+    length = (("engine", "0"), ("finished_reason", "length"), ("model_name", MODEL))
+    assert samples[("vllm:request_success_total", length)] == 2
+    for phase in ("queue", "prefill", "decode"):
+        assert samples[(f"vllm:request_{phase}_time_seconds_count", label)] == 2
     assert samples[("vllm:time_to_first_token_seconds_count", label)] == 2
     assert samples[("vllm:time_per_output_token_seconds_count", label)] == 2
     assert samples[("vllm:e2e_request_latency_seconds_count", label)] == 2
@@ -142,7 +147,7 @@ async def test_metrics_after_a_request(http: ClientSession) -> None:
     prompt = samples[("vllm:prompt_tokens_total", label)]
     assert samples[("vllm:prefix_cache_queries_total", label)] == prompt
     assert 0 < samples[("vllm:prefix_cache_hits_total", label)] < prompt
-    assert samples[("vllm:num_requests_running", label)] == 0
+    assert samples[("dualpath_frontdoor_turns_running", (("model_name", MODEL),))] == 0
     ok = (("code", "200"), ("endpoint", "/v1/completions"))
     assert samples[("dualpath_http_requests_total", ok)] == 2
     assert samples[("dualpath_http_requests_total", (("code", "404"), ("endpoint", "unmatched")))]

@@ -350,6 +350,17 @@ def disconnects(s: Served) -> float:
     return s.registry.get_sample_value("dualpath_http_client_disconnects_total") or 0.0
 
 
+def finished(s: Served, reason: str) -> dict[str, float]:
+    """vllm:request_success_total of one finish reason, by engine label."""
+    return {
+        sample.labels["engine"]: sample.value
+        for fam in s.registry.collect()
+        for sample in fam.samples
+        if sample.name == "vllm:request_success_total"
+        and sample.labels["finished_reason"] == reason
+    }
+
+
 HI = [{"role": "user", "content": "hi"}]
 AGENT_TURN = {"session": "a", "append_tokens": 8, "gen_tokens": 2}
 
@@ -387,6 +398,9 @@ async def test_client_disconnect_cancels_the_turn(
         backend.gate.set()
         await wait_until(lambda: runner.inflight == 0)
         assert backend.completed == (0 if cancellable else 1)
+        # vLLM's finish reasons: a cancelled turn is an abort on no engine, else it ran out
+        assert finished(s, "abort") == ({"": 1.0} if cancellable else {})
+        assert finished(s, "length") == ({} if cancellable else {"0": 1.0})
         if path == AGENT:  # a cancelled turn did not advance the session: retry its index
             retry = {**AGENT_TURN, "turn": 0 if cancellable else 1}
             reply = await send(s.port, request("POST", AGENT, json.dumps(retry).encode()))

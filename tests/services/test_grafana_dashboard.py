@@ -80,6 +80,22 @@ def test_every_metric_a_panel_queries_is_exported(scraped: set[str]) -> None:
         assert METRIC.search(expr) or words, f"{title}: {expr!r} queries no metric"
 
 
+def test_the_vllm_parity_metrics_have_panels(scraped: set[str]) -> None:
+    """Each metric added for vLLM parity (docs/monitoring.md) is exported and on a panel."""
+    queried = {name for _, expr in _exprs() for name in METRIC.findall(expr)}
+    for name in (
+        "vllm:request_success_total",
+        "vllm:inter_token_latency_seconds_bucket",
+        "vllm:request_queue_time_seconds_sum",
+        "vllm:request_prefill_time_seconds_sum",
+        "vllm:request_decode_time_seconds_sum",
+        "vllm:iteration_tokens_total_bucket",
+        "vllm:num_preemptions_total",
+    ):
+        assert name in scraped, f"{name} is not exported"
+        assert name in queried, f"no panel shows {name}"
+
+
 def test_queries_are_well_formed_and_use_defined_variables() -> None:
     d = _dashboard()
     defined = {v["name"] for v in d["templating"]["list"]} | GRAFANA_VARIABLES

@@ -102,6 +102,39 @@ def test_every_filled_block_is_persisted_before_the_turn_ends() -> None:
     assert shipped and all(blocks > 0 and nbytes == want for blocks, nbytes, want in shipped)
 
 
+def test_step_statistics_add_up_to_the_turns() -> None:
+    """vLLM's per-step metrics (entities/steps.py) on virtual time: the engines' step tokens
+    are the prompt tokens prefilled plus every token generated, and the inter-token gaps are
+    one per token after the first and add up to each turn's decode time."""
+    sc = resolve("smoke", {"workload": {"agents": 4}}, [])
+    workload = make_workload(sc)
+    metrics: list[Any] = []
+
+    async def main(clock: VirtualClock) -> None:
+        async with running(sc, clock, workload) as cluster:
+            ids = RequestIds()
+            agents = asyncio.gather(
+                *(run_agent(cluster, s, ids, lambda: None) for s in workload.scripts)
+            )
+            await until_done_or_fatal(cluster, agents)
+            metrics.append(cluster.metrics)
+
+    run_virtual_loop(main)
+    (m,) = metrics
+    done = m.requests
+    assert done and not m.failed
+    steps = m.steps.values()
+    tokens = sum(s.iteration_tokens.total for s in steps)
+    assert tokens == sum(r.prompt - r.hit + r.gen for r in done)
+    assert sum(s.inter_token.n for s in steps) == sum(r.gen - 1 for r in done)
+    gaps = sum(s.inter_token.total for s in steps)
+    assert abs(gaps - sum(r.t_last - r.t_first for r in done)) < 1e-6
+    assert all(s.preemptions == 0 for s in steps)
+    # per engine: a histogram's buckets hold every observation
+    for s in steps:
+        assert s.iteration_tokens.cumulative()[-1][1] == s.iteration_tokens.n
+
+
 def test_running_batches_show_each_des_batch_while_it_decodes() -> None:
     """The read-only view a runtime's gauges use (serving/node_io.py): every DE of the unit,
     in engine order, with its running requests and their context; empty once all ended."""

@@ -78,6 +78,9 @@ class DecodeUnit:
         self._on_progress = on_progress
         self._topk = ctx.roofline.attended(1 << 40)
         self._a2a: dict[int, float] = {}  # batch size -> one step's all-to-all bytes
+        self._t_end = 0.0  # emulated time of the last step of the previous chunk
+        # engine_id -> requests received, not yet in its batch (their KV still moving to HBM)
+        self.waiting: dict[str, int] = {e.engine_id: 0 for e in engines}
 
     def running_batches(self) -> list[DecodeBatch]:
         """Each of the unit's DEs with its running batch, in engine order."""
@@ -89,6 +92,7 @@ class DecodeUnit:
         de = req.de
         assert de is not None
         ctx = self.ctx
+        self.waiting[de.engine_id] += 1
         hops = ctx.hw.h2d_hops(de)
         ctx.move(req.prompt * ctx.kv_token, hops, ctx.vl.kv_vl, lambda: self._arrived(req))
 
@@ -97,6 +101,7 @@ class DecodeUnit:
         assert de is not None
         self.ctx.hw.node_of(de).buffer.release(req.buffer_bytes)
         req.buffer_bytes = 0.0
+        self.waiting[de.engine_id] -= 1
         req.generated = 1  # the first token came from the PE
         self._persist([req], de)  # prompt blocks the prefill computed
         if req.gen <= 1:
@@ -151,7 +156,30 @@ class DecodeUnit:
         for eid, t, a2a_bytes in per_engine:
             ctx.metrics.add_busy(eid, t * steps)
             self._batches[eid].a2a_pending += a2a_bytes * steps
+        self._record_steps(t0, step, steps)
         self._advance(t0, step, steps)
+
+    def _record_steps(self, t0: float, step: float, steps: int) -> None:
+        """vLLM's per-step figures: each step of an engine makes one token per request in
+        its batch (the batch is fixed within a chunk), one step apart. A request's first
+        token of the chunk follows its previous one, made at the end of the previous chunk
+        (on a real clock a chunk may start a little after that one ended), or the PE's
+        first token for a request that just joined, its KV hand-over included."""
+        metrics = self.ctx.metrics
+        fresh: dict[str, int] = {}
+        for req in self._fresh:
+            assert req.de is not None
+            eid = req.de.engine_id
+            fresh[eid] = fresh.get(eid, 0) + 1
+            metrics.steps_of(eid).inter_token.add(t0 + step - req.t_first)
+        for eid, b in self._batches.items():
+            n = len(b.reqs)
+            if n:
+                got = metrics.steps_of(eid)
+                got.iteration_tokens.add(n, steps)
+                got.inter_token.add(t0 + step - self._t_end, n - fresh.get(eid, 0))
+                got.inter_token.add(step, n * (steps - 1))
+        self._t_end = t0 + steps * step
 
     def _announce(self, hook: ProgressHook, t0: float, step: float, k: int) -> None:
         """Tell the runtime the tokens this chunk produces (told now, not when the chunk

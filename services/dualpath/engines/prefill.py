@@ -35,6 +35,7 @@ class PrefillUnit:
         self._on_prefilled = on_prefilled
         self._on_released = on_released
         self._wake: asyncio.Future[None] | None = None
+        self.running: dict[str, int] = {}  # engine_id -> requests in its current forward
 
     def enqueue(self, req: Request) -> None:
         """A request whose hit KV is in a DRAM buffer joins its PE's FIFO."""
@@ -77,6 +78,11 @@ class PrefillUnit:
         ctx = self.ctx
         clock = ctx.clock
         self._record_attention(batches)
+        self.running = {eid: len(batch) for eid, batch in batches.items()}
+        for batch in batches.values():
+            for item in batch:
+                if item.request.t_sched < 0:  # queued until its first forward (vLLM's sense)
+                    item.request.t_sched = clock.now()
         a2a = self._start_a2a(batches)
         outputs = Join()
         pipeline_end = t_start = clock.now()
@@ -194,15 +200,20 @@ class PrefillUnit:
     # --- end of a forward -----------------------------------------------------------------
     def _finish_forward(self, batches: Batches, outputs: Join) -> None:
         now = self.ctx.clock.now()
+        self.running = {}
         completed: list[Request] = []
-        for batch in batches.values():
+        for eid, batch in batches.items():
+            tokens = 0  # this engine's step: prompt tokens computed + first tokens sampled
             for item in batch:
                 req = item.request
                 req.computed += item.new_tokens
+                tokens += item.new_tokens
                 if req.computed >= req.prompt:
                     req.t_first = now  # the PE samples the first token
+                    tokens += 1
                     completed.append(req)
                     self._on_released(req)
+            self.ctx.metrics.steps_of(eid).iteration_tokens.add(tokens)
         if completed:
             self.ctx.clock.create_task(self._deliver(outputs, completed))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dualpath.entities.request import ReadPath, Request
+from dualpath.entities.steps import EngineSteps
 
 
 @dataclass(slots=True)
@@ -58,9 +59,17 @@ class Metrics:
     forwards: int = 0
     decode_chunks: int = 0
     end_time: float = 0.0
+    # engine_id -> its steps in vLLM's histogram shapes (exported by the process runtime)
+    steps: dict[str, EngineSteps] = field(default_factory=dict)
 
     def add_busy(self, engine_id: str, seconds: float) -> None:
         self.busy_s[engine_id] = self.busy_s.get(engine_id, 0.0) + seconds
+
+    def steps_of(self, engine_id: str) -> EngineSteps:
+        got = self.steps.get(engine_id)
+        if got is None:
+            got = self.steps[engine_id] = EngineSteps()
+        return got
 
     def record_path(self, path: ReadPath, nbytes: float) -> None:
         self.read_path[path.value] += 1

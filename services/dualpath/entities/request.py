@@ -43,6 +43,7 @@ class Request:
     t_de: float = -1.0
     t_read_start: float = -1.0
     t_read_done: float = -1.0
+    t_sched: float = -1.0  # start of the first prefill forward it was in (vLLM's SCHEDULED)
     t_first: float = -1.0
     t_second: float = -1.0
     t_last: float = -1.0
@@ -65,7 +66,7 @@ class Request:
         self.path = ReadPath.PE
         self.pe_part = 0
         self.hbm_bytes = self.buffer_bytes = 0.0
-        self.t_pe = self.t_de = self.t_read_start = self.t_read_done = -1.0
+        self.t_pe = self.t_de = self.t_read_start = self.t_read_done = self.t_sched = -1.0
         self.forward_s = self.load_wait_s = 0.0
 
     @property

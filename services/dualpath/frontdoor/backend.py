@@ -47,6 +47,10 @@ class TurnResult:
     first_token_s: float
     second_token_s: float
     last_token_s: float
+    # start of the first prefill forward the turn was in (vLLM's SCHEDULED event); None: the
+    # backend does not know, and the turn counts as scheduled on arrival
+    scheduled_s: float | None = None
+    engine: str = "0"  # the engine that finished it (`engine` label; vLLM's single core: "0")
 
 
 class BackendBusy(Exception):  # noqa: N818 -- names fixed by the backend contract

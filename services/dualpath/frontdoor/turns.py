@@ -121,6 +121,7 @@ class TurnRunner:
         self._inflight -= 1
         self._metrics.running.dec()
         if task.cancelled():
+            self._metrics.aborted()
             return
         exc = task.exception()  # retrieved here so an orphaned failure is logged once
         if exc is not None and not isinstance(exc, ApiError):

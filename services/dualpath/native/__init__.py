@@ -40,6 +40,7 @@ MODULES = (
     "dualpath.links.fabric",
     "dualpath.roofline.model",
     "dualpath.entities.request",
+    "dualpath.entities.steps",
     "dualpath.entities.metrics",
     "dualpath.blocks.range",
     "dualpath.blocks.chain",

@@ -256,7 +256,10 @@ async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> N
     )
     clock = RealClock(opts.dilation, epoch=epoch)
     shell = await make_shell(opts, sc, clock, r)
-    reg = registry_for(ServiceCollector(shell.name, clock, shell.owned_links, shell.gauges()))
+    collector = ServiceCollector(
+        shell.name, clock, shell.owned_links, shell.gauges(), shell.families()
+    )
+    reg = registry_for(collector)
     server, hs, port = await _start_grpc(opts, shell)
     report = Health(shell, expected_names(sc) - {opts.name})
     runner, admin_addr = await _start_http(_http_app(shell, report, reg, opts.token), opts)

@@ -29,12 +29,13 @@ from dualpath.serving.node_io import NodeIo, RemoteDecodeUnit
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.pacing import node_pacer
 from dualpath.serving.peers import Ctx, Peers
-from dualpath.serving.prom import Gauges
+from dualpath.serving.prom import Families, Gauges
 from dualpath.serving.reports import ReportSender
 from dualpath.serving.reservations import Reservations
 from dualpath.serving.service import ServiceShell
 from dualpath.serving.stats import base_stats, pack
 from dualpath.serving.storage import charge, owned
+from dualpath.serving.vllm_engine import engine_families
 from dualpath.serving.wire import request_from_wire, request_to_wire
 from dualpath.serving.world import World, build_world
 
@@ -186,6 +187,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
                 t_last=req.t_last,
                 message=message,
                 attempt=req.attempt,
+                t_scheduled=req.t_sched,
             )
         )
 
@@ -280,6 +282,10 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
 
     def gauges(self) -> Gauges:
         return self.io.gauges
+
+    def families(self) -> Families:
+        model = self.world.cluster.scenario.model
+        return lambda: engine_families(model, self.ctx, self.units)
 
     def health(self) -> dict[str, Any]:
         return {"service": self.name, "engines": len(self.unit_of)}

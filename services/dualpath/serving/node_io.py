@@ -131,20 +131,8 @@ class NodeIo:
         return digest, got
 
     def gauges(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        # the engines' vllm:* metrics are whole families (serving/vllm_engine.py)
         out: dict[str, list[tuple[dict[str, str], float]]] = {}
-        kv = self.ctx.kv_token
-        hw = self.ctx.hw
-        for unit in self.shell.units:
-            if isinstance(unit, DecodeUnit):
-                for b in unit.running_batches():
-                    lab = {"engine": b.engine_id}
-                    out.setdefault("vllm:num_requests_running", []).append((lab, b.running))
-                    use = b.context_tokens * kv / hw.gpus[b.engine_id].kv_hbm
-                    out.setdefault("vllm:kv_cache_usage_perc", []).append((lab, use))
-            else:
-                for eid, q in unit.ready.items():
-                    lab = {"engine": eid}
-                    out.setdefault("vllm:num_requests_waiting", []).append((lab, len(q)))
         buf = self.shell.node_hw.buffer
         out["dualpath_dram_buffer_used_bytes"] = [({"node": self.shell.name}, buf.used)]
         released = self.shell.reservations.released_bytes

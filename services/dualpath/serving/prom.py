@@ -23,18 +23,28 @@ from dualpath.core.clock import RealClock
 from dualpath.links import Link
 
 Gauges = Callable[[], dict[str, list[tuple[dict[str, str], float]]]]
+Families = Callable[[], Iterable[Metric]]
 
 
 class ServiceCollector(Collector):
-    def __init__(self, service: str, clock: RealClock, links: list[Link], gauges: Gauges) -> None:
+    def __init__(
+        self,
+        service: str,
+        clock: RealClock,
+        links: list[Link],
+        gauges: Gauges,
+        families: Families = tuple,
+    ) -> None:
         self.service = service
         self.clock = clock
         self.links = links
         self.gauges = gauges
+        self.families = families  # whole metric families (a node's vLLM engine metrics)
 
     def collect(self) -> Iterable[Metric]:
         yield from self._links()
         yield from self._lag()
+        yield from self.families()
         for name, samples in self.gauges().items():
             labels = sorted({k for s, _ in samples for k in s})
             g = GaugeMetricFamily(name, f"{name} (emulated)", labels=labels)

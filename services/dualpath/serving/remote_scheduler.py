@@ -231,6 +231,7 @@ class RemoteScheduler(Recovery):
         pe = req.pe
         assert pe is not None
         req.t_first = rep.t_first
+        req.t_sched = rep.t_scheduled
         release_prefill(req)
         self.fetches.kick("pe", [pe.group])
         hook = self.first_token.pop(req.rid, None)

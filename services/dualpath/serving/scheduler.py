@@ -267,6 +267,8 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             first_token_s=req.t_first,
             second_token_s=req.t_second,
             last_token_s=req.t_last,
+            scheduled_s=req.t_sched if req.t_sched >= 0 else None,
+            engine=req.de.engine_id if req.de is not None else "",
         )
 
     async def cancel_turn(self, spec: TurnSpec) -> None:
@@ -303,10 +305,15 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
 
     # --- observability -------------------------------------------------------------
     def gauges(self) -> Callable[[], dict[str, list[tuple[dict[str, str], float]]]]:
+        model = self.world.cluster.scenario.model
+
         def read() -> dict[str, list[tuple[dict[str, str], float]]]:
             s = self.sched
             return {
-                "vllm:num_requests_waiting": [({}, len(s.pe_queue) + len(s.de_queue))],
+                # turns on no engine yet: `engine` empty (the nodes report their engines')
+                "vllm:num_requests_waiting": [
+                    ({"model_name": model, "engine": ""}, len(s.pe_queue) + len(s.de_queue))
+                ],
                 "dualpath_turns_inflight": [({}, len(s.inflight))],
                 "dualpath_read_queue_tokens": [
                     ({"node": name}, n.state.read_q)

@@ -13,7 +13,7 @@ from aiohttp.typedefs import Handler, Middleware
 from dualpath.control import Member, MembershipWatch, Outage
 from dualpath.links import Link
 from dualpath.serving.peers import Peers
-from dualpath.serving.prom import Gauges
+from dualpath.serving.prom import Families, Gauges
 
 
 class ServiceShell(abc.ABC):
@@ -53,6 +53,10 @@ class ServiceShell(abc.ABC):
 
     def gauges(self) -> Gauges:
         return dict
+
+    def families(self) -> Families:
+        """Whole metric families for /metrics (a node's engines as vLLM engine cores)."""
+        return tuple
 
     def health(self) -> dict[str, Any]:
         return {}

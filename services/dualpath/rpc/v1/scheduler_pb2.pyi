@@ -23,7 +23,7 @@ REPORT_KIND_FAILED: ReportKind
 REPORT_KIND_PROGRESS: ReportKind
 
 class Report(_message.Message):
-    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message", "tokens", "chunk_tokens", "step_s", "attempt")
+    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message", "tokens", "chunk_tokens", "step_s", "attempt", "t_scheduled")
     KIND_FIELD_NUMBER: _ClassVar[int]
     RID_FIELD_NUMBER: _ClassVar[int]
     T_FIRST_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,7 @@ class Report(_message.Message):
     CHUNK_TOKENS_FIELD_NUMBER: _ClassVar[int]
     STEP_S_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    T_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     kind: ReportKind
     rid: int
     t_first: float
@@ -44,7 +45,8 @@ class Report(_message.Message):
     chunk_tokens: int
     step_s: float
     attempt: int
-    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ..., tokens: _Optional[int] = ..., chunk_tokens: _Optional[int] = ..., step_s: _Optional[float] = ..., attempt: _Optional[int] = ...) -> None: ...
+    t_scheduled: float
+    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ..., tokens: _Optional[int] = ..., chunk_tokens: _Optional[int] = ..., step_s: _Optional[float] = ..., attempt: _Optional[int] = ..., t_scheduled: _Optional[float] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("reports",)
