@@ -88,6 +88,19 @@ def _answers(url: str) -> bool:
         return False
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _kill_group(pgid: int) -> None:
+    if _group_alive(pgid):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 @dataclass
 class Clone:
     path: Path
@@ -136,10 +149,12 @@ class Clone:
         try:
             proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _kill_group(proc.pid)
             proc.wait(10)
             why = f"still running {timeout_s:g} s after Ctrl-C:\n{self.tail(log_name)}"
             raise AssertionError(why) from None
+        # and so must everything it started in its group (Redis, the services, Locust)
+        wait_until(lambda: not _group_alive(proc.pid), 30, 0.2, what=f"{log_name}'s children")
 
     def tail(self, log_name: str) -> str:
         path = self.path / log_name
@@ -182,10 +197,9 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clone]:
     where = c.sh("python -c 'import dualpath; print(dualpath.__file__)'", 60).strip()
     assert where.startswith(str(path)), f"the clone's package must run, not {where}"
     yield c
-    for proc in c.children:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    for proc in c.children:  # whatever a failed rule left running
+        _kill_group(proc.pid)
+        proc.wait(10)
 
 
 # --- one rule per README command ----------------------------------------------------------
