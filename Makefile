@@ -19,11 +19,12 @@ PRESET ?= smoke
 PYTEST_ARGS ?=
 SPEEDUP ?= 4
 HTTP_PORT ?= 8000
+WEB_PORT ?= 8089
 JOBS ?= 2
 EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
-.PHONY: help install run load sim test bench native lint proto clean distclean experiments-quick compose-test \
+.PHONY: help install run load sim test bench native lint proto docs clean distclean experiments-quick compose-test \
 	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity exp-scale
 
 help: ## list the targets
@@ -45,8 +46,8 @@ run: $(STAMP) ## main job: local cluster (Redis + one process per service) + dem
 	@test -s $(OUT)/report.md || { echo "missing $(OUT)/report.md" >&2; exit 1; }
 	@echo "report: $(OUT)/report.json $(OUT)/report.md"
 
-load: $(STAMP) ## Locust web UI on :8089 driving a local cluster of PRESET (smoke); Ctrl-C stops both -> out/load/
-	$(DUALPATH) load --preset $(PRESET) --speedup $(SPEEDUP) --http-port $(HTTP_PORT) --out $(OUT)/load
+load: $(STAMP) ## Locust web UI on :8089 (WEB_PORT) driving a local cluster of PRESET (smoke); Ctrl-C stops both -> out/load/
+	$(DUALPATH) load --preset $(PRESET) --speedup $(SPEEDUP) --http-port $(HTTP_PORT) --web-port $(WEB_PORT) --out $(OUT)/load
 
 sim: $(STAMP) ## the same scenario on virtual time, in one process (fast, deterministic)
 	mkdir -p $(OUT)
@@ -76,6 +77,9 @@ lint: $(STAMP) ## ruff check, ruff format --check, mypy (strict)
 	$(BIN)/ruff check services tests
 	$(BIN)/ruff format --check services tests
 	$(BIN)/mypy
+
+docs: $(STAMP) ## the documentation site (mkdocs, Material) into site/; any warning fails (broken link or anchor)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 proto: $(STAMP) ## regenerate gRPC/protobuf code into services/dualpath/rpc/v1 (bundled protoc)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=services --pyi_out=services --grpc_python_out=services --plugin=protoc-gen-mypy_grpc=$(BIN)/protoc-gen-mypy_grpc --mypy_grpc_out=services $(PROTO_FILES)
@@ -124,7 +128,7 @@ exp-scale: $(STAMP) ## Table 3 / §7.6: 2P4D/2K agents to 48P96D/48K, 44P88D onl
 	DUALPATH_NATIVE=1 $(DUALPATH) experiment scale --jobs $(JOBS) --out $(EXP_OUT)
 
 clean: ## remove outputs and caches (keeps .venv)
-	rm -rf $(OUT) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(OUT) site build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	find services tests -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean ## also remove .venv
