@@ -83,7 +83,9 @@ class BlockStore:
         added = 0
         for part in self.chains.owner_ranges(rng):
             if part.start > self.own_end(part.session):
-                self._parked.setdefault(part.session, []).append(part)
+                parked = self._parked.setdefault(part.session, [])
+                if part not in parked:  # a write sent again (a retry) parks once
+                    parked.append(part)
                 continue
             added += self._add(part) + self._unpark(part.session)
         return added
