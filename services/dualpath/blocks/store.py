@@ -124,6 +124,14 @@ class BlockStore:
             del self._parked[owner]
         return added
 
+    def received(self, rng: BlockRange) -> bool:
+        """Every block of `rng` is stored or parked: a write of it sent again (its
+        acknowledgement was refused or lost) carries nothing new."""
+        return all(
+            part.stop <= self.own_end(part.session) or part in self._parked.get(part.session, ())
+            for part in self.chains.owner_ranges(rng)
+        )
+
     def parked_blocks(self) -> int:
         """Blocks written but not yet visible because an earlier write is still in flight."""
         return sum(r.nblocks for rs in self._parked.values() for r in rs)
