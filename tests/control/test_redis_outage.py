@@ -174,6 +174,36 @@ async def test_block_index_writes_behind_and_refills_a_restarted_redis(
 
 @pytest.mark.asyncio
 @pytest.mark.timeout(30)
+async def test_storage_commits_say_no_while_redis_is_away_and_yes_once_it_has_everything(
+    r: Redis, server: RedisServer, run_id: str
+) -> None:
+    """serving/commit.py: the storage acknowledges a write only after a commit round said
+    its index entry is in Redis; a round Redis did not take says no (the write is refused
+    and sent again), and a later round says yes once the index caught up."""
+    from dualpath.serving.commit import IndexCommits
+
+    commits = IndexCommits(BlockIndex(r, run_id))
+    commits.mark(1, 93, {(2, 1, 10)})
+    assert await commits.commit() and commits.durable == {1: 93}
+    fresh = restart_on_same_port(server)
+    commits.mark(1, 95, set())
+    commits.mark(2, 12, set())
+    assert not await commits.commit()  # refused: the writes answer UNAVAILABLE
+    assert commits.durable == {1: 93}
+    fresh.start()
+    try:
+        await wait_until_async(commits.commit, timeout=5, what="a commit round to say yes")
+        assert commits.durable == {1: 95, 2: 12}
+        reader = BlockIndex(r, run_id)  # what a restarted storage reads back
+        assert await reader.load() == {1: 95, 2: 12}
+        assert await reader.load_forks() == [(2, 1, 10)]
+        await commits.index.close()
+    finally:
+        fresh.stop()
+
+
+@pytest.mark.asyncio
+@pytest.mark.timeout(30)
 async def test_membership_watch_keeps_the_last_read_and_settles_after_an_outage(
     r: Redis, server: RedisServer, run_id: str
 ) -> None:

@@ -32,6 +32,29 @@ def test_nemesis_random_fault_schedules_lose_and_duplicate_nothing(tmp_path: Pat
         assert v["turns"] == 200 and v["ok"], v
 
 
+def test_nemesis_with_storage_kills_loses_no_acknowledged_block(tmp_path: Path) -> None:
+    """The storage SIGKILLed twice under the agents' load (and a decode node once): every
+    turn is answered (200 or an explicit error), and the storage serves every block it
+    acknowledged at the end (a restart reloads its index; the decode nodes send their
+    unacknowledged persists again)."""
+    sc = scenario("topology.decode_nodes=2")
+    specs = ["kill:storage@6+6", "kill:decode0@16+5", "kill:storage@26+4"]
+    res = run_schedule(sc, specs, tmp_path, Load(sessions=6, turns=10))
+    v = res["verdict"]
+    print(specs, v, res["resilience"])
+    assert v["turns"] == 60 and v["ok"] and v["persisted_missing"] == 0, v
+    assert v["completed"] > 0
+
+
+def test_random_schedules_kill_the_storage_too() -> None:
+    rng = random.Random(3)
+    specs = [f for _ in range(40) for f in random_schedule(rng, horizon_s=40.0)]
+    assert any(f.startswith("kill:storage@") for f in specs)
+    rng = random.Random(3)
+    no_storage = [f for _ in range(40) for f in random_schedule(rng, 40.0, storage=False)]
+    assert not any("storage" in f for f in no_storage)
+
+
 def test_the_report_waits_for_a_service_started_again_at_the_very_end(tmp_path: Path) -> None:
     """A kill fault that ends just before the report is gathered: the registry still holds
     the dead process's address (its lease has not expired) and the new one is not up yet.

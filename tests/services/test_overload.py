@@ -1,5 +1,7 @@
-"""A burst never breaks the live cluster: the scheduler keeps serving, no 5xx but 503s
-that name their reason, and the next request after the burst is served."""
+"""A burst never breaks the live cluster: the scheduler keeps serving, every request is
+answered 200 or 429 (no 5xx: until issue 27 a few hand-overs and Enqueues ended CANCELLED,
+dropped by gRPC's pending-call queue on a busy node, test_grpc_pending.py), and the next
+request after the burst is served."""
 
 from __future__ import annotations
 
@@ -55,9 +57,8 @@ def test_a_burst_leaves_the_scheduler_serving(burst_cluster: LocalCluster) -> No
     base = f"http://{burst_cluster.http_addr}"
     codes, reasons = asyncio.run(_burst(base, 3000, 256))
     assert sum(codes.values()) == 3000
-    assert set(codes) <= {200, 429, 503}, codes
+    assert set(codes) <= {200, 429}, (codes, reasons[:3])
     assert codes[200] > 0
-    assert all(r for r in reasons), reasons  # every 503 says why
 
     async def after() -> tuple[int, dict[str, Any]]:
         async with aiohttp.ClientSession() as s:

@@ -231,9 +231,13 @@ def test_out_of_order_writes_park_until_the_gap_fills() -> None:
     late = BlockRange(0, 4, 6)
     assert store.persist_any_order(late, digest(late)) == 0  # overtook [0, 4): parked
     assert store.prefix_blocks(0) == 0 and store.parked_blocks() == 2
+    assert store.received(late) and not store.received(BlockRange(0, 0, 6))
+    assert store.persist_any_order(late, digest(late)) == 0  # sent again: parked once
+    assert store.parked_blocks() == 2
     early = BlockRange(0, 0, 4)
     assert store.persist_any_order(early, digest(early)) == 6  # the gap fills: both land
     assert store.prefix_blocks(0) == 6 and store.parked_blocks() == 0
+    assert store.received(BlockRange(0, 0, 6)) and not store.received(BlockRange(0, 5, 7))
     store.read_verified(BlockRange(0, 0, 6))
 
 

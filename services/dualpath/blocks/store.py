@@ -83,7 +83,9 @@ class BlockStore:
         added = 0
         for part in self.chains.owner_ranges(rng):
             if part.start > self.own_end(part.session):
-                self._parked.setdefault(part.session, []).append(part)
+                parked = self._parked.setdefault(part.session, [])
+                if part not in parked:  # a write sent again (a retry) parks once
+                    parked.append(part)
                 continue
             added += self._add(part) + self._unpark(part.session)
         return added
@@ -121,6 +123,14 @@ class BlockStore:
         if parked is not None and not parked:
             del self._parked[owner]
         return added
+
+    def received(self, rng: BlockRange) -> bool:
+        """Every block of `rng` is stored or parked: a write of it sent again (its
+        acknowledgement was refused or lost) carries nothing new."""
+        return all(
+            part.stop <= self.own_end(part.session) or part in self._parked.get(part.session, ())
+            for part in self.chains.owner_ranges(rng)
+        )
 
     def parked_blocks(self) -> int:
         """Blocks written but not yet visible because an earlier write is still in flight."""

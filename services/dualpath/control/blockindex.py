@@ -68,7 +68,9 @@ class BlockIndex:
         return len(self._pending) + len(self._pending_forks)
 
     @property
-    def _behind(self) -> bool:
+    def behind(self) -> bool:
+        """Something recorded is not yet in Redis (pending, or to write again after an
+        outage): the storage acknowledges no write while this holds."""
         return bool(self.pending or self._resync_blocks or self._resync_forks)
 
     async def record(self, session: int, stored_blocks: int) -> bool:
@@ -147,7 +149,7 @@ class BlockIndex:
 
     async def _catch_up(self) -> None:
         """Retry until everything is written, so it lands even if no new write comes."""
-        while self._behind:
+        while self.behind:
             await asyncio.sleep(max(0.0, self.outage.next_try - time.monotonic()))
             await self.record_forks([])  # forks first: a reloaded block needs its lineage
             await self.record_many([])

@@ -4,13 +4,15 @@ recorded. Pure: the runner (launcher/nemesis.py) gathers both.
 A turn is *lost* when its client got no answer (a timeout, a dropped connection), never an
 explicit success or error; *duplicated* when the history holds its completion twice, or a
 completion its client was told had failed. Per-session order: the history's completions of
-one session come in increasing turn order. Blocks: the cluster's own integrity counters.
+one session come in increasing turn order. Blocks: the cluster's own integrity counters,
+and no block the storage acknowledged (a `persisted` event: that prefix of the session is
+stored and in the index) missing from what it serves at the end (`stored`).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +36,11 @@ class Verdict:
     out_of_order: list[str] = field(default_factory=list)
     blocks_lost: int = 0
     blocks_corrupted: int = 0
+    persisted_missing: list[str] = field(default_factory=list)  # acknowledged, not served
 
     @property
     def ok(self) -> bool:
-        problems = self.lost or self.duplicated or self.out_of_order
+        problems = self.lost or self.duplicated or self.out_of_order or self.persisted_missing
         return not problems and self.blocks_lost == 0 and self.blocks_corrupted == 0
 
     def summary(self) -> dict[str, Any]:
@@ -51,13 +54,20 @@ class Verdict:
             "out_of_order": len(self.out_of_order),
             "blocks_lost": self.blocks_lost,
             "blocks_corrupted": self.blocks_corrupted,
-            "examples": (self.lost + self.duplicated + self.out_of_order)[:5],
+            "persisted_missing": len(self.persisted_missing),
+            "examples": (self.lost + self.duplicated + self.out_of_order + self.persisted_missing)[
+                :5
+            ],
         }
 
 
 def check(
-    records: Iterable[ClientRecord], history: Iterable[dict[str, Any]], integrity: dict[str, Any]
+    records: Iterable[ClientRecord],
+    history: Iterable[dict[str, Any]],
+    integrity: dict[str, Any],
+    stored: Mapping[int, int] | None = None,
 ) -> Verdict:
+    """`stored`: session -> the prefix the storage serves at the end (None: not checked)."""
     v = Verdict(
         blocks_lost=int(integrity.get("blocks_lost", 0)),
         blocks_corrupted=int(integrity.get("blocks_corrupted", 0)),
@@ -72,6 +82,7 @@ def check(
             v.lost.append(f"{r.session}#{r.seq}: no answer ({r.error})")
         else:
             v.failed_explicitly += 1
+    history = list(history)  # read twice
     done = [e for e in history if e.get("kind") == "turn_done"]
     seen = Counter(int(e["rid"]) for e in done)
     for rid, n in seen.items():
@@ -89,4 +100,21 @@ def check(
         order = [turn for _, turn in sorted(turns)]
         if order != sorted(order) or len(set(order)) != len(order):
             v.out_of_order.append(f"session {session}: turns completed in order {order}")
+    if stored is not None:
+        _check_persisted(v, history, stored)
     return v
+
+
+def _check_persisted(
+    v: Verdict, history: Iterable[dict[str, Any]], stored: Mapping[int, int]
+) -> None:
+    acked: dict[int, int] = {}
+    for e in history:
+        if e.get("kind") == "persisted":
+            s = int(e["session"])
+            acked[s] = max(acked.get(s, 0), int(e["prefix"]))
+    for s, n in sorted(acked.items()):
+        if stored.get(s, 0) < n:
+            v.persisted_missing.append(
+                f"session {s}: {n} blocks acknowledged, {stored.get(s, 0)} stored at the end"
+            )

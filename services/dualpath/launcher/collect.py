@@ -113,6 +113,7 @@ def _resilience(services: list[dict[str, Any]]) -> dict[str, Any]:
         "turns_cancelled": sched.get("turns_cancelled", 0),
         "nodes_lost_at_end": sched.get("nodes_lost", []),
         "persists_failed": sum(s.get("persists_failed", 0) for s in services),
+        "persists_resent": sum(s.get("persists_resent", 0) for s in services),
         "charges_lost": sum(s.get("charges_lost", 0) for s in services),
         "buffer_released_bytes": sum(s.get("buffer_released_bytes", 0.0) for s in services),
     }

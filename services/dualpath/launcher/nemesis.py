@@ -5,9 +5,10 @@ then the checker (faults/checker.py) over the clients' records and the Redis his
 
 Each schedule gets a fresh local cluster (1P2D smoke: one decode node can die while the
 other serves), `--sessions` agents of `--turns` turns each, sequential per session, and two
-or three faults among: kill a node (restarted after d), pause a node shorter or longer than
-its heartbeat lease (a long pause fences it), stop Redis. The storage is not killed: its
-blocks live in its memory, so a kill is data loss by design (docs/faults.md).
+or three faults among: kill a node or the storage (restarted after d), pause a node shorter
+or longer than its heartbeat lease (a long pause fences it), stop Redis. After the load the
+storage is asked what it serves: every block it acknowledged must be there (a killed
+storage restores its index; the decode nodes send their unacknowledged persists again).
 """
 
 from __future__ import annotations
@@ -29,15 +30,19 @@ import redis.asyncio as aioredis
 
 from dualpath.config.presets import resolve
 from dualpath.config.settings import Scenario
-from dualpath.control import EventLog
+from dualpath.control import BlockIndex, EventLog
 from dualpath.faults.checker import ClientRecord, check
 from dualpath.faults.spec import parse_all
+from dualpath.launcher.collect import gather_stats
 from dualpath.launcher.faults import LiveFaults
-from dualpath.launcher.local import UpOptions, local_cluster
+from dualpath.launcher.local import LocalCluster, UpOptions, local_cluster
 from dualpath.launcher.run import finish_run
+from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc
+from dualpath.serving.peers import make_channel
 
 DILATION = 4.0
 TURN_TIMEOUT_S = 90.0  # wall: far beyond any fault's recovery; past it a turn is "lost"
+SETTLE_S = 30.0  # wall: the decode nodes' last unacknowledged persists land within it
 
 
 @dataclass(frozen=True)
@@ -48,13 +53,16 @@ class Load:
     gen_tokens: int = 128
 
 
-def random_schedule(rng: random.Random, horizon_s: float) -> list[str]:
-    """Two or three faults inside the first `horizon_s` emulated seconds of the load."""
+def random_schedule(rng: random.Random, horizon_s: float, storage: bool = True) -> list[str]:
+    """Two or three faults inside the first `horizon_s` emulated seconds of the load; with
+    `storage`, a quarter of the kills kill the storage."""
     out = []
     for _ in range(rng.choice((2, 3))):
         at = rng.uniform(4.0, horizon_s)
         kind = rng.choice(("kill", "pause", "pause", "redis-drop"))
         node = rng.choice(("prefill0", "decode0", "decode1"))
+        if kind == "kill" and storage and rng.random() < 0.25:
+            node = "storage"
         if kind == "kill":
             out.append(f"kill:{node}@{at:.1f}+{rng.uniform(4, 16):.1f}")
         elif kind == "pause":  # below and above the 3 s (wall) lease at dilation 4
@@ -110,9 +118,10 @@ def run_schedule(sc: Scenario, specs: list[str], run_dir: Path, load: Load) -> d
             time.sleep(0.05)
         wall = time.perf_counter() - started
         fault_log = list(cl.faults.log)
+        stored = _served_at_end(cl)
         report = finish_run(sc, cl, started, wall, len(records))
         events = asyncio.run(_events(cl.redis_url, cl.run_id))
-    verdict = check(records, events, report["integrity"])
+    verdict = check(records, events, report["integrity"], stored)
     return {
         "schedule": specs,
         "verdict": verdict.summary(),
@@ -120,6 +129,36 @@ def run_schedule(sc: Scenario, specs: list[str], run_dir: Path, load: Load) -> d
         "wall_s": round(wall, 1),
         "resilience": report["runtime"]["resilience"],
     }
+
+
+def _served_at_end(cl: LocalCluster) -> dict[int, int]:
+    """Once the decode nodes hold no unacknowledged persist (bounded), the prefix the
+    storage serves for every session its index names."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        addrs = cl.settle()
+        stats = asyncio.run(gather_stats(addrs, token=cl.opts.token))
+        unsettled = sum(s.get("persists_unsettled", 0) for s in stats)
+        if unsettled == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    return asyncio.run(_lookup(cl.redis_url, cl.run_id, addrs["storage"], cl.opts.token))
+
+
+async def _lookup(url: str, run_id: str, addr: str, token: str | None) -> dict[int, int]:
+    r = aioredis.Redis.from_url(url)
+    try:
+        sessions = sorted(await BlockIndex(r, run_id).load())
+    finally:
+        await r.aclose()
+    channel = make_channel(addr, token)
+    try:
+        reply = await kv_pb2_grpc.BlockStoreStub(channel).Lookup(
+            kv_pb2.LookupRequest(sessions=sessions), timeout=30
+        )
+    finally:
+        await channel.close()
+    return dict(zip(sessions, (int(n) for n in reply.prefix_blocks), strict=True))
 
 
 async def _events(url: str, run_id: str) -> list[dict[str, Any]]:
@@ -167,7 +206,8 @@ def main() -> None:
             f"[{i + 1}] {' '.join(specs)}: ok={v['ok']} turns={v['turns']} "
             f"completed={v['completed']} failed={v['failed_explicitly']} lost={v['lost']} "
             f"dup={v['duplicated']} order={v['out_of_order']} blocks_lost={v['blocks_lost']} "
-            f"corrupted={v['blocks_corrupted']} detect={res['detect_s']} wall={res['wall_s']} s",
+            f"corrupted={v['blocks_corrupted']} persisted_missing={v['persisted_missing']} "
+            f"detect={res['detect_s']} wall={res['wall_s']} s",
             flush=True,
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,7 @@ from dualpath.core.clock import RealClock
 from dualpath.logs import describe, event
 from dualpath.serving import fence
 from dualpath.serving.options import ServeOptions
-from dualpath.serving.peers import AUTH_HEADER, CHANNEL_OPTIONS, Peers, bearer
+from dualpath.serving.peers import AUTH_HEADER, Peers, bearer, server_options
 from dualpath.serving.prom import ServiceCollector, registry_for
 from dualpath.serving.service import Health, ServiceShell
 
@@ -220,17 +220,24 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
+def new_server(opts: ServeOptions) -> grpc.aio.Server:
+    """The service's gRPC server: the channels' message caps, the token check, and the
+    pending-call bounds of `peers.server_options` (a burst's calls are never dropped
+    CANCELLED by gRPC itself)."""
+    interceptors = [TokenCheck(opts.token)] if opts.token is not None else None
+    return grpc.aio.server(
+        interceptors=interceptors,
+        options=server_options(opts.max_concurrent_rpcs, opts.transfer_timeout_s),
+        maximum_concurrent_rpcs=opts.max_concurrent_rpcs,
+    )
+
+
 async def _start_grpc(
     opts: ServeOptions, shell: ServiceShell
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
     # With a token, TokenCheck guards every method but health; without one (a loopback
     # bind, or --insecure) there is no interceptor at all.
-    interceptors = [TokenCheck(opts.token)] if opts.token is not None else None
-    server = grpc.aio.server(
-        interceptors=interceptors,
-        options=CHANNEL_OPTIONS,  # the same message caps as the channels (peers.py)
-        maximum_concurrent_rpcs=opts.max_concurrent_rpcs,
-    )
+    server = new_server(opts)
     hs = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(hs, server)
     await hs.set("", health_pb2.HealthCheckResponse.NOT_SERVING)

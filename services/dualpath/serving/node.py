@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 import redis.asyncio as aioredis
 
+from dualpath.blocks import BlockRange
 from dualpath.config.settings import Scenario
 from dualpath.core.clock import RealClock
 from dualpath.engines.decode import DecodeUnit
@@ -29,6 +30,7 @@ from dualpath.serving.node_io import NodeIo, RemoteDecodeUnit
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.pacing import node_pacer
 from dualpath.serving.peers import Ctx, Peers
+from dualpath.serving.persists import Persists
 from dualpath.serving.prom import Families, Gauges
 from dualpath.serving.reports import ReportSender
 from dualpath.serving.reservations import Reservations
@@ -61,6 +63,9 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.pacer = node_pacer(cluster.hw.fabric.links, opts.real_payload, opts.dilation)
         self.reservations = Reservations(self.node_hw.buffer)
         self.persists_failed = 0  # persists the storage never took (it was down too long)
+        self.persists = Persists(
+            self.io.resend, opts.transfer_deadline(), self.persist_dropped, self.fail
+        )
         self.units = self._build_units()
         self.unit_of: dict[str, Unit] = {e.engine_id: u for u in self.units for e in u.engines}
         self.peers: Peers | None = None
@@ -118,6 +123,12 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
             await self.peers.storage().Charge(msg, timeout=timeout)
         else:
             await self.peers.node(owner).Charge(msg, timeout=timeout)
+
+    def persist_dropped(self, rng: BlockRange, why: str) -> None:
+        """The storage never acknowledged `rng` (refused, or down past the deadline): later
+        turns miss those blocks (counted), the node goes on."""
+        self.persists_failed += 1
+        event(log, "persist_failed", logging.WARNING, session=rng.session, blocks=str(rng), why=why)
 
     # --- engine hooks --------------------------------------------------------------------
     def _released(self, req: Request) -> None:
@@ -266,6 +277,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.persists.close()
         await self.mover.close()
 
     def stats(self) -> dict[str, Any]:
@@ -274,6 +286,8 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         out["payload_bytes_verified"] = self.payload_bytes_verified
         out["report_batches"] = self.reports.batches if self.reports else 0
         out["persists_failed"] = self.persists_failed
+        out["persists_resent"] = self.persists.resent
+        out["persists_unsettled"] = len(self.persists.kept)
         out["charges_lost"] = self.mover.charges_lost
         out["buffer_released_bytes"] = self.reservations.released_bytes
         if self.pacer is not None:

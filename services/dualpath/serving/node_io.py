@@ -13,10 +13,10 @@ from dualpath.blocks import BlockRange
 from dualpath.engines.context import EngineContext, RequestHook
 from dualpath.engines.decode import DecodeUnit, ProgressHook
 from dualpath.entities.request import EngineState
-from dualpath.logs import event
 from dualpath.rpc.v1 import kv_pb2, node_pb2
-from dualpath.serving import payload, retry
-from dualpath.serving.peers import Ctx
+from dualpath.serving import payload
+from dualpath.serving.peers import Ctx, UnknownPeerError
+from dualpath.serving.persists import retryable
 from dualpath.serving.storage import charge
 from dualpath.serving.wire import range_from_wire, range_to_wire
 
@@ -130,6 +130,26 @@ class NodeIo:
                 digest = int(chunk.digest)
         return digest, got
 
+    async def send_write(self, ranges: list[BlockRange], nbytes: float, timeout: float) -> None:
+        """One Write of `ranges` to the storage; raises what the call raised."""
+        ctx, shell = self.ctx, self.shell
+        assert shell.peers is not None
+        size = payload.payload_size(nbytes, shell.opts.real_payload)
+        msg = kv_pb2.WriteBlocksRequest(
+            ranges=[range_to_wire(r, ctx.chains) for r in ranges],
+            digests=[ctx.chains.expected_digest(r) for r in ranges],
+            nbytes=nbytes,
+            vl=ctx.vl.kv_vl,
+            payload=payload.make(ranges[0].session, size),
+        )
+        await shell.peers.storage().Write(msg, timeout=timeout)
+
+    async def resend(self, ranges: list[BlockRange], timeout: float) -> None:
+        """A kept write sent again (serving/persists.py): its bytes cross the storage's
+        write link again; this node's own hops are not charged twice (rare: a restart)."""
+        nbytes = sum(r.nblocks for r in ranges) * self.ctx.full_block_bytes
+        await self.send_write(ranges, nbytes, timeout)
+
     def gauges(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         # the engines' vllm:* metrics are whole families (serving/vllm_engine.py)
         out: dict[str, list[tuple[dict[str, str], float]]] = {}
@@ -165,36 +185,20 @@ class RemoteDecodeUnit(DecodeUnit):
         if not ctx.policy.oracle:
             hops = [h for h in ctx.hw.persist_hops(de) if h is not ctx.hw.storage_write]
             local = asyncio.ensure_future(charge(ctx.hw.fabric, hops, nbytes, ctx.vl.kv_vl))
-        size = payload.payload_size(nbytes, shell.opts.real_payload)
-        msg = kv_pb2.WriteBlocksRequest(
-            ranges=[range_to_wire(r, ctx.chains) for r in ranges],
-            digests=[ctx.chains.expected_digest(r) for r in ranges],
-            nbytes=nbytes,
-            vl=ctx.vl.kv_vl,
-            payload=payload.make(ranges[0].session, size),
-        )
         if shell.pacer is not None:  # the persist leaves through this node's SNIC
+            size = payload.payload_size(nbytes, shell.opts.real_payload)
             await shell.pacer.pace(ctx.hw.node_of(de).snic_tx.name, ctx.vl.kv_vl, size)
-        # The store counts the blocks it adds (they become hits only once stored there).
-        # A write is idempotent (a block already stored is not added again), so a storage
-        # restart is retried; a persist that still fails costs later turns a cache miss
-        # (counted), never the node.
-        peers = shell.peers
+        # The store counts the blocks it adds (they become hits only once stored there) and
+        # acknowledges a write once its index entry is durable. A write is idempotent (a
+        # stored block is not added again), so one that gets no acknowledgement is kept and
+        # sent again (serving/persists.py): a storage restart costs no block.
         try:
-            await retry.idempotent(
-                lambda timeout: peers.storage().Write(msg, timeout=timeout),
-                shell.opts.transfer_deadline(),
-            )
-        except (grpc.aio.AioRpcError, TimeoutError, ConnectionError) as exc:
-            shell.persists_failed += 1
-            event(
-                log,
-                "persist_failed",
-                logging.WARNING,
-                session=ranges[0].session,
-                blocks=f"{ranges[0].start}..{ranges[0].stop}",
-                error=_code(exc),
-            )
+            await self._io.send_write(ranges, nbytes, shell.opts.transfer_deadline())
+        except (grpc.aio.AioRpcError, UnknownPeerError, ConnectionError, TimeoutError) as exc:
+            if retryable(exc):
+                shell.persists.keep(ranges)
+            else:
+                shell.persist_dropped(ranges[0], _code(exc))
         if local is not None:
             await local
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,24 @@ CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 20_000),
 ]
+
+
+def server_options(max_concurrent_rpcs: int, transfer_timeout_s: float) -> list[tuple[str, int]]:
+    """A service's gRPC server options: the channels' caps, and room for every call it may
+    hold. The C-core server keeps a call that has arrived but that the asyncio server has
+    not yet taken (it takes ONE per event-loop turn) in a pending queue, and cancels it
+    with a bare CANCELLED beyond 1,000 pending calls (randomly between 1,000 and 3,000,
+    all beyond) or after 30 s pending. A node busy with a burst falls that far behind: its
+    hand-overs (PE -> DE `Receive`) and the scheduler's `Enqueue`s ended CANCELLED with
+    the node alive, and their turns 503. Now the bound is the one the service states,
+    `max_concurrent_rpcs` (beyond it RESOURCE_EXHAUSTED), and a call waits for as long as
+    its caller's deadline allows (the longest is the transfer deadline)."""
+    return [
+        *CHANNEL_OPTIONS,
+        ("grpc.server.max_pending_requests", max_concurrent_rpcs),
+        ("grpc.server.max_pending_requests_hard_limit", max_concurrent_rpcs),
+        ("grpc.server_max_unrequested_time_in_server", math.ceil(transfer_timeout_s)),
+    ]
 
 
 Ctx = grpc.aio.ServicerContext[Any, Any]

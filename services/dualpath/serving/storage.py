@@ -2,13 +2,15 @@
 
 Reads charge the serving target's link and return the stored digest (the reading node
 charges its own SNIC and DRAM and verifies). Writes charge the aggregate write link, are
-checked against the producer's digest, and are recorded in the Redis block index so a
-restarted store serves the same blocks.
+checked against the producer's digest, and are acknowledged once their blocks are stored
+(a range written past a gap waits for it, bounded) and recorded in the Redis block index
+(serving/commit.py), so a restarted store serves every block it acknowledged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,6 +25,7 @@ from dualpath.core.clock import RealClock
 from dualpath.links import Fabric, Link
 from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc
 from dualpath.serving import payload
+from dualpath.serving.commit import IndexCommits
 from dualpath.serving.events import EventSink
 from dualpath.serving.options import ServeOptions
 from dualpath.serving.peers import Ctx
@@ -30,6 +33,12 @@ from dualpath.serving.service import ServiceShell
 from dualpath.serving.stats import base_stats, pack
 from dualpath.serving.wire import declare_from_wire, range_from_wire
 from dualpath.serving.world import World, build_world
+
+# A range written past its owner's stored run waits this long (wall) for the gap before it
+# to fill (a write that overtook it, or its node's retry after a storage restart), then is
+# refused UNAVAILABLE and sent again by its node: acknowledged blocks are stored blocks.
+GAP_WAIT_S = 2.0
+DEADLINE_MARGIN_S = 0.05  # an answer must leave before the caller's deadline does
 
 
 async def charge(fabric: Fabric, links: list[Link], nbytes: float, vl: int) -> None:
@@ -66,21 +75,23 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
         self.ctx = world.cluster.scheduler.ctx
         self.store = self.ctx.store
         self.index = index
-        self._dirty: dict[int, int] = {}
-        self._new_forks: set[tuple[int, int, int]] = set()
-        self._flusher: asyncio.Task[None] | None = None
+        self.commits = IndexCommits(index)
+        self._grew = asyncio.Event()  # set (and replaced) whenever a stored run grows
+        self._emitted: dict[int, int] = {}  # owner -> the prefix its last event announced
         self.restored_blocks = 0
         self.writes = 0
+        self.writes_refused = 0  # UNAVAILABLE: a gap did not fill, or Redis did not answer
 
     async def restore(self) -> None:
         """Reload the block index: a restarted store loses no persisted block."""
         chains = self.ctx.chains
         for session, parent, at in await self.index.load_forks():
             chains.declare(Fork(session, parent, at))
-        for session, n in sorted((await self.index.load()).items()):
+        loaded = await self.index.load()
+        for session, n in sorted(loaded.items()):
             rng = BlockRange(session, self.store.own_end(session), n)  # the chain's own run
             self.restored_blocks += self.store.persist(rng, chains.expected_digest(rng))
-        self._flusher = asyncio.create_task(self._flush_index())
+        self.commits.loaded(loaded)
 
     def add_to(self, server: grpc.aio.Server) -> None:
         kv_pb2_grpc.add_BlockStoreServicer_to_server(self, server)
@@ -113,19 +124,65 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
             self.payload_bytes_verified += payload.verify(request.payload, "persist")
         except payload.PayloadError as exc:
             await context.abort(grpc.StatusCode.DATA_LOSS, str(exc))
-        if not self.ctx.policy.oracle:
+        try:
+            ranges = [range_from_wire(msg, self.ctx.chains) for msg in request.ranges]
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.DATA_LOSS, str(exc))
+        # A write sent again whose blocks all arrived before (its acknowledgement waited
+        # for a gap, or Redis) moves no new bytes: the write link is charged once.
+        if not self.ctx.policy.oracle and not all(self.store.received(r) for r in ranges):
             await charge(
                 self.ctx.hw.fabric, [self.ctx.hw.storage_write], request.nbytes, request.vl
             )
         added = 0
+        parts: list[BlockRange] = []
         try:
-            for msg, digest in zip(request.ranges, request.digests, strict=True):
-                rng = range_from_wire(msg, self.ctx.chains)
+            for rng, digest in zip(ranges, request.digests, strict=True):
                 added += self._persist(rng, int(digest))
+                parts += self.ctx.chains.owner_ranges(rng)
         except (BlockCorrupted, ValueError) as exc:
             await context.abort(grpc.StatusCode.DATA_LOSS, str(exc))
         self.writes += 1
+        await self._acknowledge(parts, context)
         return kv_pb2.WriteBlocksReply(added=added, parked=self.store.parked_blocks())
+
+    async def _acknowledge(self, parts: list[BlockRange], context: Ctx) -> None:
+        """Return once every part is stored and in the index, else abort UNAVAILABLE (the
+        node sends the write again). Its event says which prefix is now durable."""
+        gap = await self._wait_landed(parts, context)
+        if gap is not None:
+            self.writes_refused += 1
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"{gap} waits behind a gap (blocks before it not written yet); send it again",
+            )
+        if not await self.commits.commit():
+            self.writes_refused += 1
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                "the block index could not be written to Redis; send the write again",
+            )
+        now = self.ctx.clock.now()
+        for owner in sorted({p.session for p in parts}):
+            durable = self.commits.durable.get(owner, 0)
+            if durable > self._emitted.get(owner, 0):  # the history's prefixes only grow
+                self._emitted[owner] = durable
+                self.events.emit("persisted", now, session=owner, prefix=durable)
+
+    async def _wait_landed(self, parts: list[BlockRange], context: Ctx) -> BlockRange | None:
+        """The first part still parked after the wait, or None once all are stored."""
+        budget = GAP_WAIT_S
+        remaining = context.time_remaining()
+        if remaining is not None:
+            budget = min(budget, remaining - DEADLINE_MARGIN_S)
+        end = asyncio.get_running_loop().time() + budget
+        while True:
+            gap = next((p for p in parts if self.store.own_end(p.session) < p.stop), None)
+            left = end - asyncio.get_running_loop().time()
+            if gap is None or left <= 0:
+                return gap
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._grew.wait(), left)
 
     def _persist(self, rng: BlockRange, digest: int) -> int:
         added = self.store.persist_any_order(rng, digest)
@@ -133,12 +190,12 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
         integ.blocks_persisted += added
         integ.bytes_persisted += added * self.ctx.full_block_bytes
         if added:
-            for part in self.ctx.chains.owner_ranges(rng):  # the index records owners' runs
-                self._dirty[part.session] = self.store.own_end(part.session)
             lineage = self.ctx.chains.lineage(rng.session)
-            self._new_forks.update((f.session, f.parent, f.at) for f in lineage)
-            prefix = self.store.prefix_blocks(rng.session)
-            self.events.emit("persisted", self.ctx.clock.now(), session=rng.session, prefix=prefix)
+            forks = {(f.session, f.parent, f.at) for f in lineage}
+            for part in self.ctx.chains.owner_ranges(rng):  # the index records owners' runs
+                self.commits.mark(part.session, self.store.own_end(part.session), forks)
+            self._grew.set()  # wake the writes parked behind a gap
+            self._grew = asyncio.Event()
             faults = self.ctx.faults
             if faults.corrupt_left > 0:  # detector self-test (`faults.corrupt_blocks`)
                 faults.corrupt_left -= 1
@@ -173,24 +230,9 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
         return kv_pb2.StatsReply(msgpack=pack(self.stats()))
 
     # --- index and stats -----------------------------------------------------------------
-    async def _flush_index(self) -> None:
-        while True:
-            await asyncio.sleep(0.1)
-            await self.flush_index()
-
-    async def flush_index(self) -> None:
-        if self._new_forks:  # forks first: a reloaded run needs its chain's lineage
-            forks, self._new_forks = sorted(self._new_forks), set()
-            await self.index.record_forks(forks)
-        if self._dirty:
-            items, self._dirty = list(self._dirty.items()), {}
-            await self.index.record_many(items)
-
     async def stop(self) -> None:
-        if self._flusher is not None:
-            self._flusher.cancel()
-            await asyncio.gather(self._flusher, return_exceptions=True)
-        await self.flush_index()  # nothing persisted is lost on a graceful stop
+        await self.commits.close()
+        await self.commits.flush()  # blocks parked at the end land in the index too
         await self.index.close()  # its background retry of writes Redis refused
         await self.events.close()
 
@@ -203,6 +245,8 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
             "restored_blocks": self.restored_blocks,
             "corrupted": len(self.store.corrupted),
             "writes": self.writes,
+            "writes_refused": self.writes_refused,
+            "index_commits": self.commits.rounds,
         }
         out["payload_bytes_verified"] = self.payload_bytes_verified
         return out
