@@ -27,6 +27,7 @@ from dualpath.frontdoor import (
     TurnSpec,
     make_app,
 )
+from dualpath.frontdoor.hf_tokenizer import load_tokenizer
 from dualpath.logs import event
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2, scheduler_pb2_grpc
 from dualpath.serving import dashboard
@@ -292,6 +293,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             max_gen_tokens=65_536,
             registry=reg,
             extra_health=self.health,
+            tokenizer=load_tokenizer(sc.frontdoor.tokenizer) if sc.frontdoor.tokenizer else None,
         )
         dashboard.install(app, self, reg)  # GET /dashboard, /dashboard/data
         return app
