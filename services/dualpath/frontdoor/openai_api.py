@@ -35,6 +35,9 @@ PROMPT_FORMS = (
     "or a list holding exactly one string"
 )
 Prompt = tuple[list[int], list[bytes]]  # token ids, hashes of their full blocks
+# When the request arrived: reading, parsing and tokenizing its body are part of its TTFT,
+# as they are of what a benchmark client measures (and of a real server's: it tokenizes too).
+RECEIVED = web.RequestKey("dualpath_received", float)
 
 
 class OpenAIApi:
@@ -65,6 +68,7 @@ class OpenAIApi:
         return web.json_response({"object": "list", "data": [model]})
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        request[RECEIVED] = time.perf_counter()
         body, prompt = await self._reader.read(request, self._completion_prompt)
         gen = params.opt_int(
             body, "max_tokens", self._default_gen(), 1, self._limits.max_gen_tokens
@@ -72,6 +76,7 @@ class OpenAIApi:
         return await self._serve(request, body, prompt, gen, chat=False)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        request[RECEIVED] = time.perf_counter()
         body, prompt = await self._reader.read(request, self._chat_prompt)
         hi = self._limits.max_gen_tokens
         # max_completion_tokens is the current name; max_tokens the deprecated one.
@@ -118,7 +123,7 @@ class OpenAIApi:
         # (a backend refusal later still does: that chain's next turn index skips one).
         self._runner.check_capacity()
         place = self._sessions.place(hashes)
-        spec = TurnSpec(place.session, place.turn, len(ids), gen, place.lineage)
+        spec = TurnSpec(place.session, place.turn, len(ids), gen, place.lineage, request[RECEIVED])
         seed = seed_of(ids)
         codec = self._codec
         prefix = "chatcmpl" if chat else "cmpl"

@@ -11,6 +11,7 @@ counts what was emulated. `Codec` is what the front door needs of a tokenizer; a
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import struct
 from collections.abc import Iterable, Sequence
@@ -38,12 +39,13 @@ def token_id(token: str) -> int:
 def encode(text: str, limit: int | None = None) -> list[int]:
     """Token ids of `text`; with `limit`, stops after limit + 1 ids (enough to know the text
     is too long) so an 8 MiB prompt costs no more than an allowed one."""
-    ids: list[int] = []
-    for match in _TOKEN_RE.finditer(text):
-        ids.append(token_id(match.group()))
-        if limit is not None and len(ids) > limit:
-            break
-    return ids
+    # C-level loops only (islice, map), and one hash per distinct token (text repeats its
+    # tokens): this runs in the body thread, holding the GIL the event loop paces streams with
+    matches = _TOKEN_RE.finditer(text)
+    head = matches if limit is None else itertools.islice(matches, limit + 1)
+    tokens = list(map(re.Match.group, head))
+    table = {token: token_id(token) for token in set(tokens)}
+    return list(map(table.__getitem__, tokens))
 
 
 def pack(ids: Sequence[int]) -> bytes:

@@ -183,7 +183,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             turn=spec.turn,
             prompt=spec.prompt_tokens,
             gen=spec.gen_tokens,
-            arrival=self.clock.now(),
+            arrival=self._arrival(spec),
             done=asyncio.get_running_loop().create_future(),
         )
         try:
@@ -193,6 +193,11 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         self.admission.admitted(req.rid)
         self._turns[id(spec)] = req
         return req
+
+    def _arrival(self, spec: TurnSpec) -> float:
+        """When the front door received the request (docs/frontdoor.md), else now."""
+        now = self.clock.now()
+        return now if spec.received is None else min(now, self.clock.at_wall(spec.received))
 
     async def run_turn(
         self,
