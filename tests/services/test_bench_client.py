@@ -51,9 +51,9 @@ TOKENIZERS = [
 
 
 def _fixed() -> list[bc.Req]:
-    # arrivals faster than prefill serves them: TTFTs of 0.2-2.5 s, so the few to tens of ms
+    # arrivals faster than prefill serves them: TTFTs of 0.4-5 s, so the few to tens of ms
     # of HTTP and report hops (more on a loaded host) stay under 2 % of the median
-    return bc.fixed_requests(32, 8000, 64, 0.02)
+    return bc.fixed_requests(16, 24_000, 128, 0.05)
 
 
 def _trace() -> list[bc.Req]:
