@@ -84,15 +84,18 @@ def fixed_requests(n: int, prompt_tokens: int, max_tokens: int, gap_s: float) ->
     return [Req(words(prompt_tokens, ("fixed", i)), max_tokens, i * gap_s) for i in range(n)]
 
 
-def mooncake_requests(rows: Sequence[dict[str, Any]], block: int = 512) -> list[Req]:
+def mooncake_requests(
+    rows: Sequence[dict[str, Any]], block: int = 512, slowdown: float = 1.0
+) -> list[Req]:
     """A Mooncake-format slice: each hash id names a block of `block` tokens (equal ids, equal
-    blocks, so shared prefixes hit the cache), sent at the trace's timestamps (ms)."""
+    blocks, so shared prefixes hit the cache), sent at the trace's timestamps (ms) times
+    `slowdown` (SGLang's `--mooncake-slowdown-factor`)."""
     t0 = rows[0]["timestamp"]
     out = []
     for row in rows:
         tokens = [w for h in row["hash_ids"] for w in _words(block, ("block", h))]
         prompt = "".join(" " + w for w in tokens[: row["input_length"]])
-        out.append(Req(prompt, row["output_length"], (row["timestamp"] - t0) / 1e3))
+        out.append(Req(prompt, row["output_length"], (row["timestamp"] - t0) / 1e3 * slowdown))
     return out
 
 
