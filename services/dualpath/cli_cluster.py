@@ -115,22 +115,51 @@ def _check_local_cluster(sc: Any) -> None:
 
 
 FAULT_HELP = "KIND[:TARGET[.LINK=GBPS]]@AT[+FOR], emulated s (repeat; docs/faults.md)"
+TOKENIZER_HELP = (
+    "count prompts and spell the output with this tokenizer: a tokenizer.json, its folder, or "
+    "a model in the local Hugging Face cache (sets frontdoor.tokenizer; nothing is downloaded)"
+)
+Tokenizer = Annotated[str | None, typer.Option(help=TOKENIZER_HELP)]
 
 
 def _scenario(
-    preset: str, set_: list[str] | None, agents: int | None = None, fault: list[str] | None = None
+    preset: str,
+    set_: list[str] | None,
+    agents: int | None = None,
+    fault: list[str] | None = None,
+    tokenizer: str | None = None,
+    load_tokenizer: bool = True,
 ) -> Any:
     from dualpath.config.presets import ConfigError, resolve
 
     flags: dict[str, Any] = {"workload": {"agents": agents}} if agents is not None else {}
     if fault:
         flags["faults"] = {"schedule": fault}
+    if tokenizer is not None:
+        # absolute, so services started elsewhere (another cwd, a container) find it too
+        local = Path(tokenizer).expanduser()
+        flags["frontdoor"] = {"tokenizer": str(local.resolve()) if local.exists() else tokenizer}
     try:
         sc = resolve(preset, flags, set_ or [])
         validate(sc)
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
+    _check_tokenizer(sc, load_tokenizer)
     return sc
+
+
+def _check_tokenizer(sc: Any, load: bool) -> None:
+    """`up`/`run` load `frontdoor.tokenizer` once here (`load`): a bad one is one line and
+    exit 2 before any process starts. `serve` only finds the file (a service started by
+    `up` gets a checked one; loading it twice would slow every scheduler start)."""
+    if sc.frontdoor.tokenizer is None:
+        return
+    from dualpath.frontdoor.hf_tokenizer import TokenizerError, load_tokenizer, resolve
+
+    try:
+        (load_tokenizer if load else resolve)(sc.frontdoor.tokenizer)
+    except TokenizerError as exc:
+        fail(str(exc))
 
 
 def serve(
@@ -151,6 +180,7 @@ def serve(
     ] = 0.0,
     token_file: Annotated[Path | None, typer.Option(help=TOKEN_FILE_HELP)] = None,
     insecure: Annotated[bool, typer.Option(help=INSECURE_HELP)] = False,
+    tokenizer: Tokenizer = None,
     log_format: LogFormat = None,
     log_level: LogLevel = None,
 ) -> None:
@@ -174,7 +204,7 @@ def serve(
     except ValueError as exc:
         fail(str(exc))
         return
-    sc = _scenario(preset, set_)
+    sc = _scenario(preset, set_, tokenizer=tokenizer, load_tokenizer=False)
     ports = {"--grpc-port": grpc_port, "--admin-port": admin_port, "--http-port": http_port}
     _check_flags(speedup, real_payload, ports, redis_url)
     if epoch is not None and not math.isfinite(epoch):
@@ -268,6 +298,7 @@ def up(
     max_restarts: Annotated[
         int, typer.Option(help="restarts per service per minute before the cluster stops")
     ] = 5,
+    tokenizer: Tokenizer = None,
     log_format: LogFormat = None,
     log_level: LogLevel = None,
 ) -> None:
@@ -284,7 +315,7 @@ def up(
     if not 0 <= max_restarts <= 1000:
         fail(f"--max-restarts: expected 0 to 1000, got {max_restarts}")
     logs = _logging_for(log_format, log_level)
-    sc = _scenario(preset, set_, fault=fault)
+    sc = _scenario(preset, set_, fault=fault, tokenizer=tokenizer)
     _check_local_cluster(sc)
     opts = up_options(run_dir, http_port, speedup, real_payload, redis_url)
     policy = RestartPolicy(Restart(restart), max_restarts)
@@ -312,6 +343,7 @@ def run(
         str | None, typer.Option(help="use this Redis (default: start one)")
     ] = None,
     quiet: Annotated[bool, typer.Option(help="no progress bar or table")] = False,
+    tokenizer: Tokenizer = None,
     log_format: LogFormat = None,
     log_level: LogLevel = None,
 ) -> None:
@@ -327,7 +359,7 @@ def run(
     from dualpath.report.render import markdown_report, summary_table
 
     logs = _logging_for(log_format, log_level)
-    sc = _scenario(preset, set_, agents, fault)
+    sc = _scenario(preset, set_, agents, fault, tokenizer)
     _check_local_cluster(sc)
     check_out_path("--out", out)
     # $DUALPATH_TOKEN (if set) guards the services as for `dualpath up`; the report is

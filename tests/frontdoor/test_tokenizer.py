@@ -56,3 +56,8 @@ def test_chat_rendering_and_prefix_sharing() -> None:
     ids1, ids2 = encode_chat(first), encode_chat(second)
     assert ids2[: len(ids1)] == ids1  # even though "Hi there " ends with a space
     assert len(encode_chat(second, limit=3)) == 4
+
+
+def test_stand_in_output_is_one_token_per_word_here_too() -> None:
+    text = "".join(decode_fake(300, 99))
+    assert len(encode(text)) == 300 == len(text.split())

@@ -64,7 +64,7 @@ def _stream(cluster: LocalCluster, prompt: str) -> tuple[list[float], dict[str, 
         now = time.perf_counter()
         if chunk.choices and chunk.choices[0].delta.content:
             arrivals.append(headers_at if not arrivals else now)
-            tokens += chunk.choices[0].delta.content.count(" tok")
+            tokens += len(chunk.choices[0].delta.content.split())
         extra = chunk.model_extra or {}
         if "dualpath" in extra:
             timings = extra["dualpath"]

@@ -304,6 +304,18 @@ class Fidelity(_Section):
     )
 
 
+class FrontDoor(_Section):
+    """The process runtime's HTTP front door (docs/frontdoor.md)."""
+
+    tokenizer: str | None = Field(
+        None,
+        description="count prompts and spell the output with this tokenizer: a tokenizer.json, "
+        "a folder holding one, or a Hugging Face model in the local cache (nothing is "
+        "downloaded); default: the offline stand-in, whose output words are one token each "
+        "under common BPE and WordPiece vocabularies",
+    )
+
+
 class Limits(_Section):
     """Guard rails against scenarios that would run for hours or exhaust memory before they
     report anything (usually a typo: an extra zero). Unlike the other bounds these are not
@@ -350,6 +362,7 @@ class Scenario(BaseSettings):
     online: Online = Online()
     faults: Faults = Faults()
     fidelity: Fidelity = Fidelity()
+    frontdoor: FrontDoor = FrontDoor()
     limits: Limits = Limits()
 
     @model_validator(mode="after")

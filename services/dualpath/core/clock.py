@@ -129,6 +129,10 @@ class RealClock:
     def now(self) -> float:
         return (time.perf_counter() - self._t0) * self._dilation
 
+    def at_wall(self, wall: float) -> float:
+        """The emulated time of a past `time.perf_counter()` reading."""
+        return (wall - self._t0) * self._dilation
+
     def _wall_of(self, t: float) -> float:
         return self._t0 + t / self._dilation
 

@@ -28,6 +28,7 @@ from dualpath.frontdoor.metrics import FrontDoorMetrics
 from dualpath.frontdoor.openai_api import OpenAIApi
 from dualpath.frontdoor.params import BodyReader
 from dualpath.frontdoor.sessions import PrefixSessions
+from dualpath.frontdoor.tokenizer import Codec
 from dualpath.frontdoor.turns import Limits, TurnRunner
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ def make_app(
     max_inflight: int = 4096,
     max_sessions: int = 100_000,
     max_context_tokens: int | None = None,
+    tokenizer: Codec | None = None,
 ) -> web.Application:
     """An aiohttp app serving `model` on top of `backend`.
 
@@ -56,6 +58,7 @@ def make_app(
     bounds turns in flight (beyond: 429); `max_sessions` bounds each session table (LRU).
     Prompts are limited to `max_prompt_tokens` (what the cluster can hold) and to the model's
     `max_context_tokens` if given; the body cap follows from that limit (`body_cap`).
+    `tokenizer` counts prompts and spells the output (the offline stand-in if None).
     """
     if min(block_tokens, max_prompt_tokens, max_gen_tokens) < 1:
         raise ValueError("block_tokens, max_prompt_tokens and max_gen_tokens must be >= 1")
@@ -79,7 +82,7 @@ def make_app(
     # hash apart, so they never match each other, and chain ids stay unique.
     prefixes = PrefixSessions(block_tokens, max_sessions)
     runner.on_end(lambda spec: prefixes.release(spec.session))
-    openai = OpenAIApi(limits, prefixes, runner, reader, hangups)
+    openai = OpenAIApi(limits, prefixes, runner, reader, hangups, tokenizer)
     agent = AgentApi(limits, NativeSessions(max_sessions), runner, prefixes, reader, hangups)
 
     app = web.Application(

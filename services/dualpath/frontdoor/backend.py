@@ -32,6 +32,9 @@ class TurnSpec:
     prompt_tokens: int  # whole prompt (context + append), >= 1
     gen_tokens: int  # tokens to generate, >= 1
     lineage: tuple[Fork, ...] = ()  # the chain's forks (shared prefixes), root first
+    # time.perf_counter() when the HTTP request arrived, before its body was read and
+    # tokenized: the turn's arrival, as a client's clock starts (None: when it is admitted)
+    received: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """OpenAI-compatible endpoints: /v1/models, /v1/completions, /v1/chat/completions.
 
 Sampling fields (temperature, top_p, stop, seed, ...) are accepted and ignored: the
-emulation produces filler text whose only meaningful property is its length.
+emulation produces filler text whose only meaningful property is its length, in tokens of
+the served tokenizer (`Codec`: the stand-in, or `--tokenizer`'s).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from dualpath.frontdoor.sse import stream_turn
 from dualpath.frontdoor.tokenizer import (
     MAX_TOKEN_ID,
     ChatMessage,
-    decode_fake,
-    encode,
+    Codec,
+    StandIn,
     encode_chat,
     seed_of,
 )
@@ -34,6 +35,9 @@ PROMPT_FORMS = (
     "or a list holding exactly one string"
 )
 Prompt = tuple[list[int], list[bytes]]  # token ids, hashes of their full blocks
+# When the request arrived: reading, parsing and tokenizing its body are part of its TTFT,
+# as they are of what a benchmark client measures (and of a real server's: it tokenizes too).
+RECEIVED = web.RequestKey("dualpath_received", float)
 
 
 class OpenAIApi:
@@ -44,7 +48,9 @@ class OpenAIApi:
         runner: TurnRunner,
         reader: params.BodyReader,
         hangups: Hangups,
+        codec: Codec | None = None,
     ) -> None:
+        self._codec: Codec = codec or StandIn()
         self._limits = limits
         self._sessions = sessions
         self._runner = runner
@@ -62,6 +68,7 @@ class OpenAIApi:
         return web.json_response({"object": "list", "data": [model]})
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        request[RECEIVED] = time.perf_counter()
         body, prompt = await self._reader.read(request, self._completion_prompt)
         gen = params.opt_int(
             body, "max_tokens", self._default_gen(), 1, self._limits.max_gen_tokens
@@ -69,6 +76,7 @@ class OpenAIApi:
         return await self._serve(request, body, prompt, gen, chat=False)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        request[RECEIVED] = time.perf_counter()
         body, prompt = await self._reader.read(request, self._chat_prompt)
         hi = self._limits.max_gen_tokens
         # max_completion_tokens is the current name; max_tokens the deprecated one.
@@ -80,7 +88,8 @@ class OpenAIApi:
     # the prompt out of the body so its (maybe huge) JSON value is freed there too.
     def _completion_prompt(self, body: params.Body) -> Prompt:
         self._common_checks(body)
-        return self._hashed(prompt_ids(body.pop("prompt", None), self._limits.max_prompt_tokens))
+        limit = self._limits.max_prompt_tokens
+        return self._hashed(prompt_ids(body.pop("prompt", None), limit, self._codec))
 
     def _chat_prompt(self, body: params.Body) -> Prompt:
         self._common_checks(body)
@@ -88,7 +97,7 @@ class OpenAIApi:
         messages = body.pop("messages", None)
         if isinstance(messages, list) and len(messages) > limit:  # each is >= 1 token
             raise too_long("messages", limit)
-        return self._hashed(encode_chat(parse_messages(messages), limit))
+        return self._hashed(encode_chat(parse_messages(messages), limit, self._codec))
 
     def _hashed(self, ids: list[int]) -> Prompt:
         if not 1 <= len(ids) <= self._limits.max_prompt_tokens:
@@ -114,19 +123,20 @@ class OpenAIApi:
         # (a backend refusal later still does: that chain's next turn index skips one).
         self._runner.check_capacity()
         place = self._sessions.place(hashes)
-        spec = TurnSpec(place.session, place.turn, len(ids), gen, place.lineage)
+        spec = TurnSpec(place.session, place.turn, len(ids), gen, place.lineage, request[RECEIVED])
         seed = seed_of(ids)
+        codec = self._codec
         prefix = "chatcmpl" if chat else "cmpl"
         shape = Shape(
             chat, f"{prefix}-{uuid.uuid4().hex}", int(time.time()), self._limits.model, usage
         )
         if stream:
             return await stream_turn(
-                request, self._runner, spec, lambda n: decode_fake(n, seed), shape, self._hangups
+                request, self._runner, spec, lambda n: codec.output(n, seed), shape, self._hangups
             )
         task = self._runner.start(spec)
         result = await self._hangups.follow(spec, task, lambda: request.transport is None)
-        text = "".join(decode_fake(result.generated_tokens, seed))
+        text = "".join(codec.output(result.generated_tokens, seed))
         return web.json_response(shape.full(text, result))
 
     def _check_length(self, ids: list[int], param: str) -> None:
@@ -141,8 +151,9 @@ def too_long(param: str, limit: int) -> ApiError:
     return bad_param(param, f"'{param}' is longer than the limit of {limit} tokens; shorten it")
 
 
-def prompt_ids(prompt: Any, limit: int) -> list[int]:
+def prompt_ids(prompt: Any, limit: int, codec: Codec | None = None) -> list[int]:
     """Token ids of the prompt; like `encode`, at most limit + 1 of them (enough to refuse)."""
+    encode = (codec or StandIn()).encode
     if isinstance(prompt, str):
         return encode(params.text("prompt", prompt), limit)
     if isinstance(prompt, list) and prompt:

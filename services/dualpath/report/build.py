@@ -48,13 +48,23 @@ def dist(values: Sequence[float]) -> dict[str, Any]:
 
 def _latency(cluster: Cluster) -> dict[str, Any]:
     ttft, ttst, tpot = [], [], []
+    decoding, gaps = 0.0, 0
     for r in cluster.metrics.requests:
         ttft.append(r.t_first - r.arrival)
         if r.gen >= 2:
             ttst.append(r.t_second - r.t_first)
+            decoding += r.t_last - r.t_first
+            gaps += r.gen - 1
         if r.gen >= 3:
             tpot.append((r.t_last - r.t_second) / (r.gen - 2))
-    return {"ttft_s": dist(ttft), "ttst_s": dist(ttst), "tpot_s": dist(tpot)}
+    return {
+        "ttft_s": dist(ttft),
+        "ttst_s": dist(ttst),
+        "tpot_s": dist(tpot),
+        # every gap after a first token, pooled over the turns: a serving benchmark's mean
+        # ITL (vLLM's `bench serve`), which long outputs dominate as they do its average
+        "itl_mean_s": decoding / gaps if gaps else 0.0,
+    }
 
 
 def _windowed(link: Link, bucket_s: float, window_s: float, n_windows: int) -> np.ndarray:

@@ -27,6 +27,7 @@ from dualpath.frontdoor import (
     TurnSpec,
     make_app,
 )
+from dualpath.frontdoor.hf_tokenizer import load_tokenizer
 from dualpath.logs import event
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2, scheduler_pb2_grpc
 from dualpath.serving import dashboard
@@ -182,7 +183,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             turn=spec.turn,
             prompt=spec.prompt_tokens,
             gen=spec.gen_tokens,
-            arrival=self.clock.now(),
+            arrival=self._arrival(spec),
             done=asyncio.get_running_loop().create_future(),
         )
         try:
@@ -192,6 +193,11 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         self.admission.admitted(req.rid)
         self._turns[id(spec)] = req
         return req
+
+    def _arrival(self, spec: TurnSpec) -> float:
+        """When the front door received the request (docs/frontdoor.md), else now."""
+        now = self.clock.now()
+        return now if spec.received is None else min(now, self.clock.at_wall(spec.received))
 
     async def run_turn(
         self,
@@ -294,6 +300,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             max_gen_tokens=65_536,
             registry=reg,
             extra_health=self.health,
+            tokenizer=load_tokenizer(sc.frontdoor.tokenizer) if sc.frontdoor.tokenizer else None,
         )
         dashboard.install(app, self, reg)  # GET /dashboard, /dashboard/data
         return app
