@@ -65,6 +65,9 @@ class DramTier:
         self._clock += 1
         self._stamp[session] = self._clock
         heapq.heappush(self._heap, (self._key(session), self._clock, session))
+        if len(self._heap) > 4 * len(self.runs) + 64:  # drop stale entries (one per touch)
+            self._heap = [(self._key(s), t, s) for s, t in self._stamp.items()]
+            heapq.heapify(self._heap)
 
     def fill(self, session: int, start: int, stop: int) -> int:
         """Blocks [start, stop) of `session` passed through this node's DRAM: keep them
