@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from dualpath.report.render import markdown_report
 from dualpath.runtime.sim import simulate
 from tests.sim.conftest import small
 
@@ -59,6 +60,9 @@ def test_tier_capacity_is_kept_and_evictions_add_up(hicache_small_tier: dict[str
         assert node["used_bytes"] <= node["peak_bytes"]
     assert t["evicted_blocks"] == sum(n["evicted_blocks"] for n in t["per_node"].values())
     assert t["hit_tokens"]["hbm"] == 0
+    page = markdown_report(hicache_small_tier)
+    assert "hit from DRAM local / remote / storage" in page
+    assert f"{t['evicted_blocks']} / {t['evicted_sessions']}" in page
 
 
 def test_a_hit_from_dram_is_read_faster_than_from_storage(
