@@ -313,7 +313,7 @@ class Tier(_Section):
         ge=0,
         le=1e15,
         description="host DRAM per node kept as a KV cache tier, bytes, besides the read/"
-        "transfer buffers; 0 = off. The paper's SGL(MC) ran with 1.5 TB per node (1.5e12, §7.2)",
+        "transfer buffers; 0 = off. SGL(MC) ran with 1.5 TB per node (1.5e12, paper A.4)",
     )
     eviction: Literal["lru", "lfu"] = Field(
         "lru",
