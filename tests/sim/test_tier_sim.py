@@ -98,3 +98,15 @@ def test_a_runtime_that_replaces_the_read_refuses_the_tier() -> None:
 
     with pytest.raises(ValueError, match=r"tier.dram_bytes_per_node: .* virtual time only"):
         run_virtual_loop(build)
+
+
+@pytest.mark.parametrize(
+    ("tiered", "plain"), [("dualpath+tier", "dualpath"), ("hicache", "layerwise")]
+)
+def test_without_a_tier_the_tier_policies_are_their_bases(tiered: str, plain: str) -> None:
+    a = simulate(small(f"policy.name={tiered}", agents=4))
+    b = simulate(small(f"policy.name={plain}", agents=4))
+    for r in (a, b):
+        r["policy"].pop("name")
+        r["scenario"]["policy"].pop("name")
+    assert _strip_wall(a) == _strip_wall(b)
