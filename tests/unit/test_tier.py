@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import deque
 
 import pytest
@@ -78,6 +79,24 @@ def test_a_long_run_of_touches_keeps_the_heap_small() -> None:
     for _ in range(10_000):
         t.touch(1, hit=True)
     assert len(t._heap) <= 4 * len(t.runs) + 65
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu"])
+def test_random_fills_keep_the_accounting(policy: str) -> None:
+    """Capacity is never exceeded, `used` is what the runs hold, every eviction is counted:
+    inserted - evicted = held, over thousands of random fills and matches."""
+    rng = random.Random(7)
+    t = DramTier("n", 50, policy)  # type: ignore[arg-type]
+    for _ in range(5000):
+        s = rng.randrange(20)
+        if rng.random() < 0.3:
+            t.touch(s, hit=True)
+        else:
+            have = t.cached(s)
+            t.fill(s, rng.randrange(have + 1), have + rng.randrange(1, 30))
+        _check(t)
+    assert t.inserted_blocks - t.evicted_blocks == t.used
+    assert t.evicted_blocks > 0 and t.peak == 50
 
 
 def test_bad_tier_settings_are_refused() -> None:

@@ -84,6 +84,9 @@ class DramTier:
             self.touch(session)
             return 0
         self._make_room(want, session)
+        want = min(want, self.capacity - self.used)  # (every other session is evictable)
+        if want <= 0:
+            return 0
         self.runs[session] = have + want
         self.used += want
         self.peak = max(self.peak, self.used)
