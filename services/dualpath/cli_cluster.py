@@ -127,7 +127,7 @@ def _scenario(
         flags["faults"] = {"schedule": fault}
     try:
         sc = resolve(preset, flags, set_ or [])
-        validate(sc)
+        validate(sc, processes=True)
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     return sc

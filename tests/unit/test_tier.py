@@ -162,3 +162,14 @@ def test_the_tier_policies_are_registered() -> None:
     names = default_registry().names()
     assert "hicache" in names and "dualpath+tier" in names
     assert default_registry().get("hicache").dual_path is False
+
+
+def test_the_process_runtime_refuses_the_tier_before_it_starts() -> None:
+    from dualpath.cli_common import validate
+    from dualpath.config.presets import resolve
+
+    sc = resolve("smoke", {}, ["tier.dram_bytes_per_node=1e9"])
+    validate(sc)  # virtual time runs it
+    with pytest.raises(ValueError, match=r"^tier\.dram_bytes_per_node: .* virtual time only"):
+        validate(sc, processes=True)
+    validate(resolve("smoke", {}, []), processes=True)
