@@ -141,7 +141,7 @@ def _scenario(
         flags["frontdoor"] = {"tokenizer": str(local.resolve()) if local.exists() else tokenizer}
     try:
         sc = resolve(preset, flags, set_ or [])
-        validate(sc)
+        validate(sc, processes=True)
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     _check_tokenizer(sc, load_tokenizer)

@@ -50,8 +50,9 @@ def check_out_path(flag: str, path: Path, *, folder: bool = False) -> None:
         fail(f"{flag} {path}: the folder {where} is not writable")
 
 
-def validate(sc: Scenario) -> None:
-    """Check every name a scenario refers to before anything runs."""
+def validate(sc: Scenario, *, processes: bool = False) -> None:
+    """Check every name a scenario refers to before anything runs. `processes`: for the
+    process runtime, which also refuses what runs on virtual time only."""
     from dualpath.policies.registry import default_registry
     from dualpath.roofline import load_gpu, load_model
     from dualpath.runtime.cluster import check_topology
@@ -62,6 +63,11 @@ def validate(sc: Scenario) -> None:
     default_registry().get(sc.policy.name)
     parse_max_len(sc.workload.max_len)
     check_topology(sc)  # groups and HBM: before a process runtime starts anything
+    if processes and sc.tier.dram_bytes_per_node > 0:
+        raise ValueError(
+            "tier.dram_bytes_per_node: the DRAM tier runs on virtual time only (dualpath sim, "
+            "dualpath experiment; docs/tier.md); set it to 0 here"
+        )
     w = sc.workload
     if w.source != "synthetic" and w.trace is not None and not Path(w.trace).exists():
         raise ValueError(f"workload.trace {w.trace}: no such file or folder")

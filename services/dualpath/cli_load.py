@@ -72,7 +72,7 @@ def _scenario(preset: str, sets: list[str], f: dict[str, Any]) -> Any:
             flags.setdefault("workload", {})[path.split(".")[1]] = f[name]
     try:
         sc = resolve(preset, flags, sets)
-        validate(sc)
+        validate(sc, processes=True)
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     return sc

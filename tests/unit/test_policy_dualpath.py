@@ -632,9 +632,11 @@ def test_registry_has_exactly_the_documented_policy_names() -> None:
             "round_robin",
             "random",
             "de-only",
+            "hicache",
+            "dualpath+tier",
         ]
     )
-    assert len(names) == len(set(names)) == 10
+    assert len(names) == len(set(names)) == 12
 
 
 def test_registry_feature_flags_follow_the_ablation_ladder() -> None:

@@ -316,6 +316,30 @@ class FrontDoor(_Section):
     )
 
 
+class Tier(_Section):
+    """A host-DRAM KV tier on every node (docs/tier.md). 0 bytes (the default) = no tier:
+    every run is exactly as without it."""
+
+    dram_bytes_per_node: float = Field(
+        0.0,
+        ge=0,
+        le=1e15,
+        description="host DRAM per node kept as a KV cache tier, bytes, besides the read/"
+        "transfer buffers; 0 = off. SGL(MC) ran with 1.5 TB per node (1.5e12, paper A.4)",
+    )
+    eviction: Literal["lru", "lfu"] = Field(
+        "lru",
+        description="victim session when the tier is full (its tail blocks go first): lru = "
+        "least recently matched or filled; lfu = fewest matches, lru on a tie (SGLang "
+        "--radix-eviction-policy)",
+    )
+    remote_hits: bool = Field(
+        True,
+        description="a read may take blocks another node's tier holds, over both nodes' "
+        "compute NICs (a Mooncake-store-like DRAM pool)",
+    )
+
+
 class Limits(_Section):
     """Guard rails against scenarios that would run for hours or exhaust memory before they
     report anything (usually a typo: an extra zero). Unlike the other bounds these are not
@@ -363,6 +387,7 @@ class Scenario(BaseSettings):
     faults: Faults = Faults()
     fidelity: Fidelity = Fidelity()
     frontdoor: FrontDoor = FrontDoor()
+    tier: Tier = Tier()
     limits: Limits = Limits()
 
     @model_validator(mode="after")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dualpath.blocks import BlockStore, ChainRegistry
+from dualpath.blocks.tier import TierSet
 from dualpath.config.settings import Engine, VirtualLanes
 from dualpath.core.clock import Clock
 from dualpath.engines.hardware import Hardware
@@ -47,6 +48,8 @@ class EngineContext:
     # Where transfers start: the fabric itself in one process; in the process runtime a
     # transport that charges local hops here and remote hops in their owners' processes.
     transport: Transport | None = None
+    # The host-DRAM KV tier of every node (docs/tier.md); None: off (the default).
+    tier: TierSet | None = None
 
     def a2a_bytes(self, tokens: int, n_layers: int) -> float:
         """Expert all-to-all bytes one GPU puts on its CNIC for `tokens` over `n_layers`.

@@ -300,6 +300,8 @@ class DecodeUnit:
             if full > r.persisted_blocks:
                 ranges.append(BlockRange(r.session, r.persisted_blocks, full))
                 r.persisted_blocks = full
+                if ctx.tier is not None:  # the prompt KV came through this DRAM, the rest now
+                    ctx.tier.fill(de.node.name, r.session, 0, full)
         if not ranges:
             return
         nbytes = sum(rng.nblocks for rng in ranges) * ctx.full_block_bytes

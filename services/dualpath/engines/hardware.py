@@ -39,6 +39,7 @@ class Hardware:
     nodes: dict[str, NodeHw] = field(default_factory=dict)
     gpus: dict[str, GpuHw] = field(default_factory=dict)
     targets: list[Link] = field(default_factory=list)  # per-target read queues of the store
+    node_gpus: dict[str, list[GpuHw]] = field(default_factory=dict)  # cache of _cnic_of
 
     def node_of(self, engine: EngineState) -> NodeHw:
         return self.nodes[engine.node.name]
@@ -65,6 +66,21 @@ class Hardware:
     def remote_load_hops(self, src: EngineState, dst: EngineState) -> list[Link]:
         """DE buffer -> DE CNIC -> PE CNIC -> PE HBM (DE read path)."""
         return [self.node_of(src).dram, self.gpu_of(src).cnic_tx, self.gpu_of(dst).cnic_rx]
+
+    def tier_remote_hops(self, src: NodeState, dst: NodeState, lane: int) -> list[Link]:
+        """Another node's DRAM tier -> this node's DRAM buffer over RDMA (a Mooncake-store
+        pool): out of the source node through one of its GPUs' CNICs, into the reading
+        node through one of its own. `lane` picks the GPU on each node (spreads sessions)."""
+        s, d = self.nodes[src.name], self.nodes[dst.name]
+        return [s.dram, self._cnic_of(src, lane).cnic_tx, self._cnic_of(dst, lane).cnic_rx, d.dram]
+
+    def _cnic_of(self, node: NodeState, lane: int) -> GpuHw:
+        gpus = self.node_gpus.get(node.name)
+        if gpus is None:  # built once: GPUs never change after the cluster is wired
+            gpus = self.node_gpus[node.name] = [
+                g for g in self.gpus.values() if g.engine.node.name == node.name
+            ]
+        return gpus[lane % len(gpus)]
 
     def kv_out_hops(self, pe: EngineState, de: EngineState) -> list[Link]:
         """PE HBM -> PE CNIC -> DE CNIC -> DE DRAM buffer."""

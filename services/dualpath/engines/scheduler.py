@@ -28,6 +28,7 @@ from dualpath.engines.decode import DecodeUnit
 from dualpath.engines.fetches import GroupFetches
 from dualpath.engines.prefill import PrefillUnit
 from dualpath.engines.split_read import read_split, whole_blocks
+from dualpath.engines.tier_read import after_read, plan_tier, read_tiered, storage_tokens
 from dualpath.entities.queue import TokenQueue
 from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 from dualpath.policies.base import release_prefill
@@ -66,6 +67,14 @@ class GlobalScheduler:
                     "(dualpath sim, dualpath experiment); choose another policy here"
                 )
             ctx.metrics.read_path.setdefault(ReadPath.SPLIT.value, 0)
+        if ctx.tier is not None and (
+            type(self).read_kv is not GlobalScheduler.read_kv
+            or getattr(ctx.policy, "splits_reads", False)
+        ):
+            raise ValueError(
+                "tier.dram_bytes_per_node: the DRAM tier runs on virtual time only (dualpath "
+                "sim, dualpath experiment) and not with split reads; set it to 0 here"
+            )
         if ctx.de_buffer_after_pe_read and type(self).read_kv is not GlobalScheduler.read_kv:
             raise ValueError(
                 "fidelity.de_buffer_for_pe_reads=after-read runs on virtual time only (dualpath "
@@ -210,7 +219,8 @@ class GlobalScheduler:
         # once the buffer was granted, every read waiting for a full buffer was invisible
         # to the next path choices, which all picked the other side: the reads herded onto
         # one SNIC at a time (docs/scheduling.md, "read_q").
-        node.read_q += req.hit
+        queued = storage_tokens(req, ctx.engine.block_tokens)  # = hit without the tier
+        node.read_q += queued
         pe_read = req.path is ReadPath.PE and req.hit > 0
         # A PE-path read lands in the PE buffer; its DE space is needed from prefill on.
         de_later = pe_read and ctx.de_buffer_after_pe_read
@@ -219,14 +229,17 @@ class GlobalScheduler:
         if pe_read:
             await ctx.hw.node_of(pe).buffer.acquire(req.hit * ctx.kv_token)
         req.t_read_start = ctx.clock.now()
-        if nbytes > 0:
+        if ctx.tier is not None:
+            await read_tiered(ctx, req, node, hit_blocks, self.storage_target)
+        elif nbytes > 0:
             done = ctx.clock.create_future()
             hops = ctx.hw.storage_read_hops(node, self.storage_target(req, hit_blocks))
             ctx.move(nbytes, hops, ctx.vl.kv_vl, lambda: done.set_result(None))
             await done
-        node.read_q -= req.hit
+        node.read_q -= queued
         req.t_read_done = ctx.clock.now()
         self._verify_read(req, hit_blocks, nbytes)
+        after_read(ctx, req, node, hit_blocks)
         if de_later:  # counted in the TTFT breakdown's prefill_wait
             await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
         self.pe_unit[pe.engine_id].enqueue(req)
@@ -246,7 +259,7 @@ class GlobalScheduler:
             req.path = whole_blocks(req, hit_blocks, ctx.engine.block_tokens)
         req.buffer_bytes = float(req.prompt * ctx.kv_token)
         node = pe.node if req.path is ReadPath.PE else de.node
-        return node, hit_blocks, hit_blocks * ctx.full_block_bytes
+        return node, hit_blocks, plan_tier(ctx, req, node, hit_blocks)
 
     def account_read(self, req: Request, hit_blocks: int, nbytes: float, outcome: str) -> None:
         """Record a read's outcome where it was verified: "ok", "missing" or "corrupted"."""

@@ -43,6 +43,22 @@ class Integrity:
     bytes_persisted: float = 0.0
 
 
+TIER_LEVELS = ("hbm", "local_dram", "remote_dram", "storage")
+
+
+@dataclass(slots=True)
+class TierStats:
+    """Where each hit token came from, with the DRAM tier on (docs/tier.md). `hbm` stays 0:
+    no KV is kept in HBM between turns, so every hit is read from DRAM or storage."""
+
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIER_LEVELS, 0))
+    bytes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIER_LEVELS, 0.0))
+
+    def add(self, level: str, tokens: int, nbytes: float) -> None:
+        self.tokens[level] += tokens
+        self.bytes[level] += nbytes
+
+
 @dataclass(slots=True)
 class Metrics:
     """Append-only run record. Times are emulated seconds."""
@@ -61,6 +77,7 @@ class Metrics:
     end_time: float = 0.0
     # engine_id -> its steps in vLLM's histogram shapes (exported by the process runtime)
     steps: dict[str, EngineSteps] = field(default_factory=dict)
+    tier: TierStats | None = None  # set when the DRAM tier is on
 
     def add_busy(self, engine_id: str, seconds: float) -> None:
         self.busy_s[engine_id] = self.busy_s.get(engine_id, 0.0) + seconds

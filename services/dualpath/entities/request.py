@@ -49,6 +49,11 @@ class Request:
     t_last: float = -1.0
     attempt: int = 0  # placements so far minus one (a lost node's turns are placed again)
     pe_part: int = 0  # hit tokens read on the PE side of a SPLIT read (whole blocks)
+    # DRAM tier (docs/tier.md): hit blocks [0, tier_local) in the reading node's DRAM,
+    # [tier_local, tier_end) in node `tier_src`'s DRAM, the rest read from storage
+    tier_local: int = 0
+    tier_end: int = 0
+    tier_src: str = ""
     # TTFT breakdown (report `ttft_breakdown`): time in the prefill forwards this turn was
     # part of, and the share of it those forwards stalled on KV loads into PE HBM
     forward_s: float = 0.0
@@ -65,6 +70,8 @@ class Request:
         self.hit = self.computed = self.persisted_blocks = 0
         self.path = ReadPath.PE
         self.pe_part = 0
+        self.tier_local = self.tier_end = 0
+        self.tier_src = ""
         self.hbm_bytes = self.buffer_bytes = 0.0
         self.t_pe = self.t_de = self.t_read_start = self.t_read_done = self.t_sched = -1.0
         self.forward_s = self.load_wait_s = 0.0

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from dualpath.blocks.tier import TierSet
 from dualpath.compiled import mypyc_attr
 from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
 
@@ -62,6 +63,9 @@ class SchedulingPolicy(ABC):
     def __init__(self, limits: Limits, seed: int) -> None:
         self.limits = limits
         self.seed = seed
+        # The nodes' DRAM tier, read-only here (docs/tier.md): the composition root sets it
+        # when the tier is on, so tier-aware policies can see which node holds a session.
+        self.tier: TierSet | None = None
 
     @abstractmethod
     def assign_prefill(

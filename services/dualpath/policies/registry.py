@@ -57,9 +57,9 @@ class PolicyRegistry:
 
 
 def builtin_policies() -> tuple[type[SchedulingPolicy], ...]:
-    from dualpath.policies import dualpath, simple, split
+    from dualpath.policies import dualpath, simple, split, tier
 
-    return (*dualpath.POLICIES, *simple.POLICIES, *split.POLICIES)
+    return (*dualpath.POLICIES, *simple.POLICIES, *split.POLICIES, *tier.POLICIES)
 
 
 def policy_catalog(

@@ -16,6 +16,7 @@ from dualpath.engines.hardware import GBPS_TO_BYTES
 from dualpath.report.breakdown import ttft_breakdown
 from dualpath.report.floor import FloorModel, floor_section
 from dualpath.report.plots import WINDOW_S, snic_series
+from dualpath.report.tier import tier_bytes_from_dram, tier_section
 from dualpath.report.timeline import timeline
 from dualpath.workload.script import Workload
 from dualpath.workload.traces import infinite_cache_hit
@@ -212,8 +213,10 @@ def _integrity(cluster: Cluster) -> dict[str, Any]:
         # writes that overtook an earlier one of their session and wait for it to land
         "blocks_parked_at_end": cluster.scheduler.ctx.store.parked_blocks(),
     }
+    # with the DRAM tier on, part of the hit comes from DRAM instead (0 with it off)
+    read = i.bytes_from_storage + tier_bytes_from_dram(cluster)
     out["conservation_ok"] = (
-        abs(i.bytes_from_storage - i.bytes_to_prefill_hbm) <= 1e-6 * max(1.0, i.bytes_from_storage)
+        abs(read - i.bytes_to_prefill_hbm) <= 1e-6 * max(1.0, read)
         and i.blocks_lost == 0
         and i.blocks_corrupted == 0
     )
@@ -285,6 +288,9 @@ def build_report(cluster: Cluster, jct: float, wall_s: float, workload: Workload
         report.update(_jct_floor(cluster, jct, workload))
     report["ttft_breakdown"] = ttft_breakdown(reqs)
     report["timeline"] = timeline(reqs)
+    tier = tier_section(cluster)
+    if tier is not None:  # only with the tier on: a run without it is as before
+        report["tier"] = tier
     return report
 
 

@@ -96,11 +96,25 @@ def _common_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("blocks read / persisted", f"{integ['blocks_read']} / {integ['blocks_persisted']}"),
         ("lost / corrupted", f"{integ['blocks_lost']} / {integ['blocks_corrupted']}"),
         ("conservation", "ok" if integ["conservation_ok"] else "VIOLATED"),
+        *_tier_rows(r),
         ("runtime", f"{rt['kind']}{', compiled' if rt.get('compiled') else ''}, "
          f"{rt['wall_s']:.1f} s wall, "
          f"{rt['emulated_per_wall']:.0f} emulated s per wall s, "
          f"lag p99 {_duration(rt['lag_p99_s'])}"),
     ]  # fmt: skip
+
+
+def _tier_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The DRAM tier's share of the hit (docs/tier.md): only when the tier is on."""
+    t = r.get("tier")
+    if t is None:
+        return []
+    share = t["hit_share"]
+    parts = " / ".join(f"{share[k] * 100:.1f} %" for k in ("local_dram", "remote_dram", "storage"))
+    return [
+        ("hit from DRAM local / remote / storage", parts),
+        ("tier evictions (blocks / sessions)", f"{t['evicted_blocks']} / {t['evicted_sessions']}"),
+    ]
 
 
 def _runtime_note(rt: dict[str, Any]) -> str:

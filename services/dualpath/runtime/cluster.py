@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable
 
 from dualpath.blocks import BlockStore, ChainRegistry, full_block_bytes
+from dualpath.blocks.tier import TierSet
 from dualpath.config.settings import Scenario
 from dualpath.core.clock import Clock
 from dualpath.engines.cluster import Cluster, make_units
@@ -21,7 +22,7 @@ from dualpath.engines.faults import VirtualFaults
 from dualpath.engines.hardware import GBPS_TO_BYTES, GBS_TO_BYTES, Hardware, add_gpu, add_node
 from dualpath.engines.prefill import PrefillUnit
 from dualpath.engines.scheduler import GlobalScheduler
-from dualpath.entities.metrics import Metrics
+from dualpath.entities.metrics import Metrics, TierStats
 from dualpath.entities.request import EngineState, NodeState, ReadPath
 from dualpath.faults.spec import parse_all
 from dualpath.links import Fabric, VlArbitration
@@ -135,6 +136,17 @@ def derive_limits(sc: Scenario, rl: Roofline, mean_context: int, mean_append: in
     return Limits(alpha, beta, quota, kv_token, sc.policy.z_factor, ReadPath(sc.policy.path_tie))
 
 
+def _tier(sc: Scenario, nodes: list[str], block_bytes: int) -> TierSet | None:
+    """Every node's DRAM tier, in whole Full Blocks; None when off (0 bytes, the default)."""
+    t = sc.tier
+    if t.dram_bytes_per_node <= 0:
+        return None
+    capacity = int(t.dram_bytes_per_node // block_bytes)
+    return TierSet(
+        nodes, capacity, t.eviction, remote=t.remote_hits, block_tokens=sc.engine.block_tokens
+    )
+
+
 def build_cluster(
     sc: Scenario,
     clock: Clock,
@@ -178,6 +190,11 @@ def build_cluster(
     policy = default_registry().create(sc.policy.name, limits, sc.seed)
     metrics = Metrics()
     chains = ChainRegistry(salt=sc.seed)
+    fbb = full_block_bytes(pe_rl.kv_bytes_per_token_layer, pe_rl.layers, sc.engine.block_tokens)
+    tier = _tier(sc, list(hw.nodes), fbb)
+    if tier is not None:
+        policy.tier = tier
+        metrics.tier = TierStats()
     pe_ctx = EngineContext(
         clock=clock,
         hw=hw,
@@ -189,14 +206,13 @@ def build_cluster(
         engine=sc.engine,
         vl=sc.vl,
         layer_groups=_layer_groups(model.layers, sc.engine.layer_group, policy.layerwise),
-        full_block_bytes=full_block_bytes(
-            pe_rl.kv_bytes_per_token_layer, pe_rl.layers, sc.engine.block_tokens
-        ),
+        full_block_bytes=fbb,
         kv_token_layer=pe_rl.kv_bytes_per_token_layer,
         kv_token=pe_rl.kv_bytes_per_token,
         faults=FaultPlan(sc.faults.corrupt_blocks),
         gpus_per_node=t.gpus_per_node,
         de_buffer_after_pe_read=sc.fidelity.de_buffer_for_pe_reads == "after-read",
+        tier=tier,
     )
     de_ctx = dataclasses.replace(pe_ctx, roofline=de_rl)
     sched = scheduler(pe_ctx, pe_groups, de_groups)
