@@ -92,7 +92,7 @@ def _split_run(agents: int = 24) -> tuple[SimOutcome, dict[str, Any]]:
         "smoke", {"workload": {"agents": agents}, "policy": {"name": "dualpath-split"}}, []
     )
     outcome = run_offline(sc)
-    return outcome, build_report(outcome.cluster, outcome.jct_s, outcome.wall_s)
+    return outcome, build_report(outcome.cluster, outcome.jct_s, outcome.wall_s, outcome.workload)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ the settings (docs/architecture.md).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import cache
@@ -144,22 +143,7 @@ def known_sources() -> str:
     return ", ".join(workload_sources().items)
 
 
-# Workloads still referenced somewhere, by what built them. Building is a pure function of
-# the scenario and a workload is immutable, so one that is alive (a run's own, while its
-# report is built: report/build.py recomputes per-agent figures from it) is handed out again
-# instead of re-generated (1024 synthetic agents take ~1-2 s, a whole trace ~10 s and ~1 GB).
-# Weak references: nothing is kept alive by this.
-_ALIVE: weakref.WeakValueDictionary[tuple[int | None, str], Workload] = (
-    weakref.WeakValueDictionary()
-)
-
-
 def build_workload(sc: Scenario, n_agents: int | None = None) -> Workload:
     """The scenario's scripts. `n_agents`: synthetic, how many agents (default
     `workload.agents`); a trace, at most that many sessions (with `trace_sessions`)."""
-    src = find_source(sc.workload.source)
-    key = (n_agents, sc.model_dump_json())
-    workload = _ALIVE.get(key)
-    if workload is None:
-        workload = _ALIVE[key] = src.build(sc, n_agents)
-    return workload
+    return find_source(sc.workload.source).build(sc, n_agents)

@@ -18,6 +18,7 @@ from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc, node_pb2_grpc, scheduler_pb2_gr
 from dualpath.serving.peers import bearer_interceptors
 from dualpath.serving.stats import merge_into, unpack
 from dualpath.serving.world import build_world
+from dualpath.workload.script import Workload
 
 
 async def gather_stats(
@@ -57,16 +58,18 @@ def process_report(
     t_end: float,
     wall_s: float,
     extra_runtime: dict[str, Any],
+    workload: Workload,
 ) -> dict[str, Any]:
     """Rebuild the scenario's cluster idle on a virtual clock at t = 0, load the services'
-    shares into it (times shifted so the workload starts at 0) and build the report."""
+    shares into it (times shifted so the workload starts at 0) and build the report of the
+    `workload` the load replayed."""
 
     async def build(clock: VirtualClock) -> dict[str, Any]:
         world = build_world(sc, clock, "report")
         merge_into(world.cluster, services, t_start)
         jct = max(t_end - t_start, 1e-9)
         world.cluster.metrics.end_time = jct
-        report = build_report(world.cluster, jct, wall_s)
+        report = build_report(world.cluster, jct, wall_s, workload)
         storage = next(s for s in services if s["service"] == "storage")
         report["integrity"]["blocks_parked_at_end"] = storage["store"]["parked_blocks"]
         report["runtime"] = _runtime(services, jct, wall_s, extra_runtime)

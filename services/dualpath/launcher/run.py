@@ -116,8 +116,9 @@ def finish_run(
     t_start = min((row[6] for row in rows), default=t_now)
     t_end = max((row[9] for row in rows), default=t_start)
     extra = {"cluster_wall_s": time.perf_counter() - started, "turns": turns, "killed": killed}
-    report = process_report(sc, services, t_start, t_end, wall_s, extra)
-    report["workload"] = workload_section(build_workload(sc))  # what the load replayed
+    workload = build_workload(sc)  # what the load replayed
+    report = process_report(sc, services, t_start, t_end, wall_s, extra, workload)
+    report["workload"] = workload_section(workload)
     report["history"] = history
     if cl.faults is not None:  # what the launcher did, at the emulated times it did it
         report["faults"]["events"] = cl.faults.log + report["faults"]["events"]

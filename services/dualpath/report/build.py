@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dualpath import native
-from dualpath.config.workload_sources import build_workload
 from dualpath.engines.hardware import GBPS_TO_BYTES
+from dualpath.report.bounds import ttft_stages
 from dualpath.report.breakdown import ttft_breakdown
+from dualpath.report.facts import run_bounds
 from dualpath.report.floor import FloorModel, floor_section
 from dualpath.report.plots import WINDOW_S, snic_series
 from dualpath.report.timeline import timeline
@@ -211,12 +212,8 @@ def _integrity(cluster: Cluster) -> dict[str, Any]:
     return out
 
 
-def _jct_floor(cluster: Cluster, jct: float) -> dict[str, Any]:
-    """`jct_floor_s`, `jct_floor_bound`, `jct_floor` (report/floor.py) of an offline run.
-
-    The scripts come from `build_workload` again: the run's own workload while it is still
-    alive (sources.py hands it out again), else rebuilt the same way from the scenario.
-    """
+def _jct_floor(cluster: Cluster, workload: Workload, jct: float) -> dict[str, Any]:
+    """`jct_floor_s`, `jct_floor_bound`, `jct_floor` (report/floor.py) of an offline run."""
     sc = cluster.scenario
     model = FloorModel(
         cluster.prefill_roofline,
@@ -226,10 +223,12 @@ def _jct_floor(cluster: Cluster, jct: float) -> dict[str, Any]:
         sc.topology.gpus_per_node,
     )
     open_loop = sc.workload.replay == "open-loop"
-    return floor_section(model, build_workload(sc), cluster.metrics.requests, jct, open_loop)
+    return floor_section(model, workload, cluster.metrics.requests, jct, open_loop)
 
 
-def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
+def build_report(cluster: Cluster, jct: float, wall_s: float, workload: Workload) -> dict[str, Any]:
+    """The report of a finished run; `workload`: the scripts it replayed (for the floor and
+    the bounds: never rebuilt here)."""
     m = cluster.metrics
     sc = cluster.scenario
     reqs = m.requests
@@ -275,9 +274,15 @@ def build_report(cluster: Cluster, jct: float, wall_s: float) -> dict[str, Any]:
     }
     # Keys added after the contract's first version go last, so existing ones keep their order.
     if sc.workload.mode == "offline":
-        report.update(_jct_floor(cluster, jct))
+        report.update(_jct_floor(cluster, workload, jct))
     report["ttft_breakdown"] = ttft_breakdown(reqs)
     report["timeline"] = timeline(reqs)
+    report["bounds"] = run_bounds(cluster, len(workload.scripts), jct, report.get("jct_floor_s"))
+    if sc.workload.mode == "online":
+        aps = sc.online.aps
+        report["bounds"]["ttft_stages"] = ttft_stages(
+            report["ttft_breakdown"], cluster.policy.name, sc.model, aps
+        )
     return report
 
 

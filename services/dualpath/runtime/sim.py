@@ -223,7 +223,7 @@ def simulate(sc: Scenario, progress: Progress | None = None) -> dict[str, Any]:
         outcome = run_online(sc, progress)
     else:
         outcome = run_offline(sc, progress)
-    report = build_report(outcome.cluster, outcome.jct_s, outcome.wall_s)
+    report = build_report(outcome.cluster, outcome.jct_s, outcome.wall_s, outcome.workload)
     report["workload"] = workload_section(outcome.workload)
     if outcome.online is not None:
         report["online"] = outcome.online
