@@ -61,6 +61,10 @@ def validate(sc: Scenario) -> None:
     load_gpu(sc.gpu)
     default_registry().get(sc.policy.name)
     parse_max_len(sc.workload.max_len)
+    if sc.workload.source == "synthetic-pooled":
+        from dualpath.workload.profiles import pooled_profile_for
+
+        pooled_profile_for(parse_max_len(sc.workload.max_len))
     check_topology(sc)  # groups and HBM: before a process runtime starts anything
     w = sc.workload
     if w.source != "synthetic" and w.trace is not None and not Path(w.trace).exists():

@@ -206,3 +206,38 @@ def test_hbm_reserve_fraction_takes_the_larger_reserve() -> None:
     assert _kv_hbm(hbm_reserve_fraction=0.02) == pytest.approx(base)  # 1.6 GB < 4 GB
     assert _kv_hbm(hbm_reserve_fraction=0.1) == pytest.approx(base - 4e9)  # 8 GB
     assert _kv_hbm(hbm_reserve_fraction=0.1, hbm_reserve_gb=0) == pytest.approx(base - 4e9)
+
+
+def test_running_caps_at_engine_defaults_change_nothing_and_a_small_one_slows() -> None:
+    """vLLM's max_num_seqs (256/1024) is far above the smoke run's batches: the same run;
+    one request per decode GPU serialises decode and the job takes longer."""
+    from dualpath.config.presets import resolve
+    from dualpath.runtime.sim import simulate
+
+    def jct(**engine: int) -> float:
+        sc = resolve("smoke", {"workload": {"agents": 4}, "engine": engine}, [])
+        return float(simulate(sc)["jct_s"])
+
+    base = jct()
+    assert jct(max_running_prefill=256, max_running_decode=256) == base
+    assert jct(max_running_decode=1) > base
+
+
+# --- Table 2's reading: Append and Gen as pooled per-turn means -----------------------------
+def test_the_pooled_reading_has_larger_turns_and_keeps_context() -> None:
+    from dualpath.workload.stats import trajectory_stats
+    from dualpath.workload.synthetic import pooled_trajectories, synthetic_trajectories
+
+    today = trajectory_stats(synthetic_trajectories(64 * 1024, 500, 0))
+    pooled = trajectory_stats(pooled_trajectories(64 * 1024, 500, 0))
+    assert pooled["append_pooled"] > 1.2 * today["append_pooled"]  # ≈ 318 vs 250 tokens
+    assert pooled["gen_pooled"] > 1.4 * today["gen_pooled"]  # ≈ 162 vs 106
+    assert pooled["context"] == pytest.approx(32_721, rel=0.03)  # Table 2's Context holds
+    assert pooled["total"] > 1.1 * 55_958  # Total does not: the reading's cost
+
+
+def test_the_pooled_reading_refuses_a_maxlen_it_was_not_fitted_for() -> None:
+    from dualpath.workload.synthetic import pooled_trajectories
+
+    with pytest.raises(ValueError, match=r"synthetic-pooled.*64k only"):
+        pooled_trajectories(32 * 1024, 4, 0)
