@@ -16,8 +16,6 @@ Class flags say which engine features the policy runs with (the baselines of DES
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -63,7 +61,8 @@ class SchedulingPolicy(ABC):
     dual_path: ClassVar[bool] = True  # may read on the DE side
     oracle: ClassVar[bool] = False  # all KV I/O takes zero time
     beta_guard: ClassVar[bool] = True  # never assigns to a PE holding more than β tokens
-    compute_quota: ClassVar[bool] = True  # a forward's attention stays within the quota
+    # a forward's attention stays within the quota (a policy without one overrides form_batch)
+    compute_quota: ClassVar[bool] = True
 
     def __init__(self, limits: Limits, seed: int) -> None:
         self.limits = limits
@@ -134,10 +133,7 @@ class SchedulingPolicy(ABC):
         `hbm_free` is None for layerwise prefill (only one layer's KV is ever in HBM);
         otherwise the whole prompt KV of every batched request must fit (Basic).
         """
-        limits = self.limits
-        if not self.compute_quota:  # packs until the HBM (or the running cap) is full
-            limits = dataclasses.replace(limits, compute_quota_s=math.inf)
-        return quota_batch(ready, attention_time, limits, hbm_free)
+        return quota_batch(ready, attention_time, self.limits, hbm_free)
 
 
 def release_prefill(req: Request) -> None:

@@ -8,12 +8,20 @@ load when choosing the read path too. The paper's own scheduler is `policies/dua
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 from collections import deque
 from collections.abc import Sequence
 
 from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
-from dualpath.policies.base import Limits, SchedulingPolicy
+from dualpath.policies.base import (
+    AttentionTime,
+    BatchItem,
+    Limits,
+    SchedulingPolicy,
+    quota_batch,
+)
 
 
 class DualPathSimple(SchedulingPolicy):
@@ -122,6 +130,16 @@ class Basic(BasicGuarded):
             self._next_pe[key] = i + 1
             out.append((req, engines[i]))
         return out
+
+    def form_batch(
+        self,
+        ready: deque[Request],
+        attention_time: AttentionTime,
+        hbm_free: float | None,
+    ) -> list[BatchItem]:
+        """FIFO-pack with no compute quota: until the HBM (or the running cap) is full."""
+        unbounded = dataclasses.replace(self.limits, compute_quota_s=math.inf)
+        return quota_batch(ready, attention_time, unbounded, hbm_free)
 
 
 class DeOnly(DualPathSimple):
