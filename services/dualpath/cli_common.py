@@ -62,6 +62,10 @@ def validate(sc: Scenario, *, processes: bool = False) -> None:
     load_gpu(sc.gpu)
     default_registry().get(sc.policy.name)
     parse_max_len(sc.workload.max_len)
+    if sc.workload.source == "synthetic-pooled":
+        from dualpath.workload.profiles import pooled_profile_for
+
+        pooled_profile_for(parse_max_len(sc.workload.max_len))
     check_topology(sc)  # groups and HBM: before a process runtime starts anything
     if processes and sc.tier.dram_bytes_per_node > 0:
         raise ValueError(

@@ -118,7 +118,8 @@ def load(
         float | None, typer.Option(help="emulated s between turns (default: the script's)")
     ] = None,
     source: Annotated[
-        str | None, typer.Option(help="workload: synthetic, synthetic-weka, weka, mooncake")
+        str | None,
+        typer.Option(help="workload: synthetic, synthetic-pooled, synthetic-weka, weka, mooncake"),
     ] = None,
     trace: Annotated[str | None, typer.Option(help="trace file or folder")] = None,
     replay: Annotated[str | None, typer.Option(help="trace replay: session or open-loop")] = None,

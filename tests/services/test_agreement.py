@@ -38,6 +38,12 @@ def test_process_runtime_agrees_with_the_virtual_runtime(tmp_path: Path) -> None
     assert proc["tokens"]["generated"] == virtual["tokens"]["generated"]
     assert proc["jct_s"] == pytest.approx(virtual["jct_s"], rel=0.05)
     assert proc["runtime"]["lag_p99_s"] < 0.01 * proc["jct_s"]
+    # The bounds come from the same record in both runtimes (report/bounds.py).
+    pb, vb = proc["bounds"], virtual["bounds"]
+    assert pb["decode"]["tokens"] == vb["decode"]["tokens"]
+    assert pb["decode"]["s"] == pytest.approx(vb["decode"]["s"], rel=1e-3)
+    assert pb["floor"]["s"] == pytest.approx(vb["floor"]["s"])
+    assert all(pb[k]["s"] <= proc["jct_s"] for k in ("floor", "prefill", "decode"))
     history = proc["history"]  # read back from the run's Redis stream
     assert history["ok"] and history["turns_done"] == 132
     assert history["by_kind"]["persisted"] > 0

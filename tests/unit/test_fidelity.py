@@ -4,6 +4,7 @@ changes exactly what its source says and nothing else."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import deque
 from collections.abc import Iterator, Sequence
 
@@ -13,7 +14,7 @@ from dualpath.config.settings import build_scenario
 from dualpath.core.clock import VirtualClock, run_virtual
 from dualpath.entities.request import EngineState, NodeState, Request
 from dualpath.policies.base import Limits
-from dualpath.policies.registry import default_registry
+from dualpath.policies.registry import UnknownPolicyError, default_registry
 from dualpath.roofline import Roofline
 from dualpath.roofline.calibration import fit_end_to_end, fit_per_phase
 from dualpath.roofline.geometry import geometry
@@ -137,26 +138,106 @@ def _req(loop: asyncio.AbstractEventLoop, rid: int, prompt: int) -> Request:
     )
 
 
-def test_basic_bare_ignores_the_beta_guard(loop: asyncio.AbstractEventLoop) -> None:
+def test_basic_ignores_the_beta_guard(loop: asyncio.AbstractEventLoop) -> None:
+    """The paper's Basic has "no scheduler" (§7.2): no β guard; basic-guarded keeps it."""
     busy = EngineState("pe0", 0, NodeState("p0", "prefill", 0), 0, 0, tok=10 * LIMITS.beta)
-    for name, placed in (("basic", 0), ("basic-bare", 1)):
+    for name, placed in (("basic-guarded", 0), ("basic", 1)):
         policy = default_registry().create(name, LIMITS, 0)
         out = policy.assign_prefill(deque([_req(loop, 0, 100)]), [busy])
         assert len(out) == placed, name
 
 
-def test_basic_bare_batches_past_the_compute_quota(loop: asyncio.AbstractEventLoop) -> None:
+def test_basic_batches_past_the_compute_quota(loop: asyncio.AbstractEventLoop) -> None:
+    """A.4 gives the compute quota to DualPath and Oracle only."""
+
     def slow(batch: Sequence[tuple[int, int]]) -> float:
         return 10.0 * len(batch)  # every request alone busts the 300 ms quota
 
-    for name, size in (("basic", 1), ("basic-bare", 3)):
+    for name, size in (("basic-guarded", 1), ("basic", 3)):
         policy = default_registry().create(name, LIMITS, 0)
         ready = deque(_req(loop, i, 100) for i in range(3))
         assert len(policy.form_batch(ready, slow, 1e9)) == size, name
 
 
-def test_basic_bare_is_still_bound_by_hbm(loop: asyncio.AbstractEventLoop) -> None:
-    policy = default_registry().create("basic-bare", LIMITS, 0)
+def test_basic_is_still_bound_by_hbm(loop: asyncio.AbstractEventLoop) -> None:
+    policy = default_registry().create("basic", LIMITS, 0)
     ready = deque(_req(loop, i, 100) for i in range(3))
     batch = policy.form_batch(ready, lambda b: 0.0, 2 * 100 * LIMITS.kv_bytes_per_token)
     assert [i.request.rid for i in batch] == [0, 1]
+
+
+def test_the_old_basic_bare_name_is_refused_naming_the_fix() -> None:
+    with pytest.raises(UnknownPolicyError, match=r"now 'basic'.*'basic-guarded'"):
+        default_registry().get("basic-bare")
+
+
+def test_running_caps_bound_a_forward_and_a_decode_gpu(loop: asyncio.AbstractEventLoop) -> None:
+    """engine.max_running_prefill / _decode (vLLM max_num_seqs, SGLang
+    max_running_requests): at most that many requests per forward and per decode GPU."""
+    capped = dataclasses.replace(LIMITS, max_running_prefill=2, max_running_decode=1)
+    policy = default_registry().create("dualpath", capped, 0)
+    ready = deque(_req(loop, i, 100) for i in range(3))
+    assert len(policy.form_batch(ready, lambda b: 0.0, None)) == 2
+    de = EngineState("de0", 0, NodeState("d0", "decode", 0), 0, 0, free_hbm=1e12)
+    assert policy.decode_fits(_req(loop, 5, 100), de)
+    de.seq = 1
+    assert not policy.decode_fits(_req(loop, 5, 100), de)
+    free = default_registry().create("dualpath", LIMITS, 0)
+    assert free.decode_fits(_req(loop, 5, 100), de)
+
+
+# --- HBM kept out of the KV pool as a fraction of the GPU's HBM ----------------------------
+def _kv_hbm(**hardware: float) -> float:
+    sc = build_scenario({}, {"model": "deepseek-v3.2", "gpu": "h800",
+                             "topology": {"prefill_nodes": 2, "decode_nodes": 2},
+                             "hardware": hardware})  # fmt: skip
+
+    async def main(clock: VirtualClock) -> float:
+        c = build_cluster(sc, clock, 30_000, 400)
+        c.scheduler.stop()
+        return c.hw.gpu_of(c.decode_groups[0][0]).kv_hbm
+
+    kv: float = run_virtual(main)
+    return kv
+
+
+def test_hbm_reserve_fraction_takes_the_larger_reserve() -> None:
+    base = _kv_hbm()  # 4 GB reserved on an 80 GB H800
+    assert _kv_hbm(hbm_reserve_fraction=0.02) == pytest.approx(base)  # 1.6 GB < 4 GB
+    assert _kv_hbm(hbm_reserve_fraction=0.1) == pytest.approx(base - 4e9)  # 8 GB
+    assert _kv_hbm(hbm_reserve_fraction=0.1, hbm_reserve_gb=0) == pytest.approx(base - 4e9)
+
+
+def test_running_caps_at_engine_defaults_change_nothing_and_a_small_one_slows() -> None:
+    """vLLM's max_num_seqs (256/1024) is far above the smoke run's batches: the same run;
+    one request per decode GPU serialises decode and the job takes longer."""
+    from dualpath.config.presets import resolve
+    from dualpath.runtime.sim import simulate
+
+    def jct(**engine: int) -> float:
+        sc = resolve("smoke", {"workload": {"agents": 4}, "engine": engine}, [])
+        return float(simulate(sc)["jct_s"])
+
+    base = jct()
+    assert jct(max_running_prefill=256, max_running_decode=256) == base
+    assert jct(max_running_decode=1) > base
+
+
+# --- Table 2's reading: Append and Gen as pooled per-turn means -----------------------------
+def test_the_pooled_reading_has_larger_turns_and_keeps_context() -> None:
+    from dualpath.workload.stats import trajectory_stats
+    from dualpath.workload.synthetic import pooled_trajectories, synthetic_trajectories
+
+    today = trajectory_stats(synthetic_trajectories(64 * 1024, 500, 0))
+    pooled = trajectory_stats(pooled_trajectories(64 * 1024, 500, 0))
+    assert pooled["append_pooled"] > 1.2 * today["append_pooled"]  # ≈ 318 vs 250 tokens
+    assert pooled["gen_pooled"] > 1.4 * today["gen_pooled"]  # ≈ 162 vs 106
+    assert pooled["context"] == pytest.approx(32_721, rel=0.03)  # Table 2's Context holds
+    assert pooled["total"] > 1.1 * 55_958  # Total does not: the reading's cost
+
+
+def test_the_pooled_reading_refuses_a_maxlen_it_was_not_fitted_for() -> None:
+    from dualpath.workload.synthetic import pooled_trajectories
+
+    with pytest.raises(ValueError, match=r"synthetic-pooled.*64k only"):
+        pooled_trajectories(32 * 1024, 4, 0)

@@ -623,7 +623,7 @@ def test_registry_has_exactly_the_documented_policy_names() -> None:
     assert sorted(names) == sorted(
         [
             "basic",
-            "basic-bare",
+            "basic-guarded",
             "layerwise",
             "dualpath-simple",
             "dualpath",
@@ -645,6 +645,9 @@ def test_registry_feature_flags_follow_the_ablation_ladder() -> None:
         n: (reg.get(n).layerwise, reg.get(n).dual_path, reg.get(n).oracle) for n in reg.names()
     }
     assert flags["basic"] == (False, False, False)
+    assert flags["basic-guarded"] == (False, False, False)
+    assert not reg.get("basic").beta_guard and not reg.get("basic").compute_quota
+    assert reg.get("basic-guarded").beta_guard and reg.get("basic-guarded").compute_quota
     assert flags["layerwise"] == (True, False, False)
     assert flags["dualpath-simple"] == (True, True, False)
     assert flags["dualpath"] == (True, True, False)

@@ -135,7 +135,7 @@ def test_prefill_fetch_respects_beta_keeps_fifo_and_loses_nothing(
             for req, engine in out:
                 assert any(engine is e for e in engines)
                 # (a) never to an engine over β at that moment (unless the policy has no
-                # β guard on purpose: basic-bare, docs/fidelity.md).
+                # β guard on purpose: basic, the paper's Basic, docs/fidelity.md).
                 assert tok[id(engine)] <= limits.beta or not policy.beta_guard
                 if isinstance(policy, DualPath):
                     _check_dualpath_pe_pick(engine, engines, tok, limits)

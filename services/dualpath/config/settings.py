@@ -63,6 +63,14 @@ class Hardware(_Section):
     hbm_reserve_gb: float = Field(
         4.0, ge=0, le=10_000, description="HBM kept for activations and workspace, GB per GPU"
     )
+    hbm_reserve_fraction: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="HBM kept out of the KV pool as a fraction of the GPU's HBM (the larger "
+        "of this and hbm_reserve_gb applies): vLLM's gpu_memory_utilization 0.9 keeps 0.1, "
+        "SGLang's mem_fraction_static ~0.8-0.9 keeps 0.1-0.2 (docs/fidelity.md); 0 = off",
+    )
     storage_gbs: float | None = Field(
         None,
         ge=1,
@@ -123,6 +131,14 @@ class Engine(_Section):
     # forwards: millions of events for one turn.
     compute_quota_ms: float = Field(
         300.0, ge=1, le=60_000, description="PE attention-time cap per forward"
+    )
+    # Running-request caps of serving engines (vLLM max_num_seqs, SGLang
+    # max_running_requests; docs/fidelity.md). None: only the quota and HBM bound a batch.
+    max_running_prefill: int | None = Field(
+        None, ge=1, description="requests per prefill forward per GPU (None = no cap)"
+    )
+    max_running_decode: int | None = Field(
+        None, ge=1, description="requests resident on one decode GPU (None = no cap)"
     )
     decode_chunk_steps: int = Field(
         16, ge=1, description="decode steps coalesced into one event when the batch is stable"

@@ -23,7 +23,7 @@ from dualpath.plugins import WORKLOAD_SOURCES as GROUP
 from dualpath.plugins import Catalog, EntryPointLike, catalog, check_name
 from dualpath.workload.script import Workload, first_turns, synthetic_workload
 from dualpath.workload.shaped import weka_shaped_trajectories
-from dualpath.workload.synthetic import synthetic_trajectories
+from dualpath.workload.synthetic import pooled_trajectories, synthetic_trajectories
 from dualpath.workload.table2 import parse_max_len
 from dualpath.workload.traces.registry import load_trace
 from dualpath.workload.trajectory import Trajectory
@@ -97,6 +97,12 @@ WORKLOAD_SOURCES: dict[str, WorkloadSource] = {
         ),
         WorkloadSource("weka", True, _trace("weka"), "WEKA Claude Code sessions (folder)"),
         WorkloadSource("mooncake", True, _trace("mooncake"), "Mooncake JSONL trace"),
+        WorkloadSource(
+            "synthetic-pooled",
+            False,
+            _table2("synthetic-pooled", pooled_trajectories),
+            "paper Table 2 with Append/Gen read as pooled per-turn means (docs/fidelity.md)",
+        ),
         WorkloadSource(
             "synthetic-weka",
             False,

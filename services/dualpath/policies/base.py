@@ -41,6 +41,10 @@ class Limits:
     kv_bytes_per_token: int  # all layers, for HBM fits
     z_factor: float = 1.05  # DE high-token threshold factor (paper §6.1, unexplained there)
     path_tie: ReadPath = ReadPath.DE  # read side when both read queues are equal
+    # Running-request caps (settings engine.max_running_prefill/_decode; 0 = no cap): requests
+    # per prefill forward, requests resident on one decode GPU.
+    max_running_prefill: int = 0
+    max_running_decode: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +63,8 @@ class SchedulingPolicy(ABC):
     dual_path: ClassVar[bool] = True  # may read on the DE side
     oracle: ClassVar[bool] = False  # all KV I/O takes zero time
     beta_guard: ClassVar[bool] = True  # never assigns to a PE holding more than β tokens
+    # a forward's attention stays within the quota (a policy without one overrides form_batch)
+    compute_quota: ClassVar[bool] = True
 
     def __init__(self, limits: Limits, seed: int) -> None:
         self.limits = limits
@@ -116,6 +122,9 @@ class SchedulingPolicy(ABC):
         engine.seq += 1
 
     def decode_fits(self, req: Request, engine: EngineState) -> bool:
+        cap = self.limits.max_running_decode
+        if cap and engine.seq >= cap:
+            return False
         return engine.free_hbm >= req.length * self.limits.kv_bytes_per_token
 
     def form_batch(
@@ -174,7 +183,8 @@ def quota_batch(
     the largest chunk of the overflowing request that still fits, then close the batch."""
     shapes: list[tuple[int, int]] = []
     batch: list[BatchItem] = []
-    while ready:
+    cap = limits.max_running_prefill or len(ready)
+    while ready and len(batch) < cap:
         req = ready[0]
         remaining = req.prompt - req.computed
         if remaining <= 0:  # nothing left to compute (cannot happen: hits stop at prompt - 1)

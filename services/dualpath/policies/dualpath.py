@@ -111,7 +111,8 @@ class DualPath(SchedulingPolicy):
         # The base class's HBM test inlined unless a subclass redefines it, and (seq, index)
         # compared without building tuples: this loop was the scheduler's largest frame
         # with 128 DEs in a group.
-        fits = None if type(self).decode_fits is SchedulingPolicy.decode_fits else self.decode_fits
+        inline = type(self).decode_fits is SchedulingPolicy.decode_fits
+        fits = None if inline and not self.limits.max_running_decode else self.decode_fits
         length = req.length
         need = length * self.limits.kv_bytes_per_token
         low: EngineState | None = None

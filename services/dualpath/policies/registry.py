@@ -16,6 +16,14 @@ class UnknownPolicyError(ValueError):
     pass
 
 
+# Old names that now mean something else, and the fix (issue 24: the paper's Basic).
+RENAMED = {
+    "basic-bare": "policy 'basic-bare' is now 'basic' (the paper's Basic: no β guard, no "
+    "compute quota); set policy.name / --policy to 'basic' (the old 'basic', with DualPath's "
+    "β guard and quota, is 'basic-guarded')",
+}
+
+
 class PolicyRegistry:
     def __init__(self) -> None:
         self._classes: dict[str, type[SchedulingPolicy]] = {}
@@ -40,6 +48,8 @@ class PolicyRegistry:
         try:
             return self._classes[name]
         except KeyError:
+            if name in RENAMED:
+                raise UnknownPolicyError(RENAMED[name]) from None
             if name in self._refused:
                 raise UnknownPolicyError(
                     f"policy {name!r} (policy.name / --policy): {self._refused[name]}"

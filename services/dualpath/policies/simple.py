@@ -1,7 +1,8 @@
 """Load-oblivious baselines: FIFO + round robin (or random) engine choice.
 
 These are the ablation steps of the paper's Fig. 12 (right) — `basic`, `layerwise`,
-`dualpath-simple` — plus two plain references, `round_robin` and `random`, that ignore
+`dualpath-simple` — `basic-guarded` (Basic with DualPath's β guard and quota), plus two
+plain references, `round_robin` and `random`, that ignore
 load when choosing the read path too. The paper's own scheduler is `policies/dualpath.py`.
 """
 
@@ -96,21 +97,26 @@ class Layerwise(DualPathSimple):
     dual_path = False
 
 
-class Basic(Layerwise):
-    name = "basic"
-    description = "paper baseline: PE reads only, no layerwise prefill, round robin"
+class BasicGuarded(Layerwise):
+    """The paper's Basic with DualPath's β guard and compute quota added (the `basic` of
+    issue 12's audit): PE reads only, no layerwise prefill, round robin."""
+
+    name = "basic-guarded"
+    description = "Basic + DualPath's β guard and compute quota: PE reads, no layerwise, RR"
     layerwise = False
 
 
-class BasicBare(Basic):
-    """Basic without the machinery DualPath added to the in-house framework (issue 12 item 4,
-    docs/fidelity.md): no β guard (engines in turn, whatever they hold) and no compute quota
-    (a forward packs FIFO until its whole prompt KV no longer fits in HBM). The PE-side DRAM
-    read buffer stays: reading straight into HBM is not modelled."""
+class Basic(BasicGuarded):
+    """The paper's Basic (§7.2: no layerwise prefill, no dual-path loading, "no scheduler";
+    A.4 gives the compute quota to DualPath and Oracle only): round robin without a β guard
+    (engines in turn, whatever they hold), and a forward packs FIFO until its whole prompt
+    KV no longer fits in HBM. The PE-side DRAM read buffer stays: reading straight into HBM
+    is not modelled (docs/fidelity.md)."""
 
-    name = "basic-bare"
-    description = "Basic without DualPath's β guard and compute quota (HBM-bound batches)"
+    name = "basic"
+    description = "paper baseline: PE reads only, no layerwise, round robin, no β guard/quota"
     beta_guard = False
+    compute_quota = False
 
     def assign_prefill(
         self, queue: deque[Request], engines: Sequence[EngineState]
@@ -131,6 +137,7 @@ class BasicBare(Basic):
         attention_time: AttentionTime,
         hbm_free: float | None,
     ) -> list[BatchItem]:
+        """FIFO-pack with no compute quota: until the HBM (or the running cap) is full."""
         unbounded = dataclasses.replace(self.limits, compute_quota_s=math.inf)
         return quota_batch(ready, attention_time, unbounded, hbm_free)
 
@@ -179,7 +186,7 @@ class RandomAssign(DualPathSimple):
 
 POLICIES: tuple[type[SchedulingPolicy], ...] = (
     Basic,
-    BasicBare,
+    BasicGuarded,
     Layerwise,
     DualPathSimple,
     RoundRobin,

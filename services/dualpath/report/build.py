@@ -13,7 +13,9 @@ import numpy as np
 
 from dualpath import native
 from dualpath.engines.hardware import GBPS_TO_BYTES
+from dualpath.report.bounds import ttft_stages
 from dualpath.report.breakdown import ttft_breakdown
+from dualpath.report.facts import run_bounds
 from dualpath.report.floor import FloorModel, floor_section
 from dualpath.report.plots import WINDOW_S, snic_series
 from dualpath.report.tier import tier_bytes_from_dram, tier_section
@@ -291,6 +293,12 @@ def build_report(cluster: Cluster, jct: float, wall_s: float, workload: Workload
     tier = tier_section(cluster)
     if tier is not None:  # only with the tier on: a run without it is as before
         report["tier"] = tier
+    report["bounds"] = run_bounds(cluster, len(workload.scripts), jct, report.get("jct_floor_s"))
+    if sc.workload.mode == "online":
+        aps = sc.online.aps
+        report["bounds"]["ttft_stages"] = ttft_stages(
+            report["ttft_breakdown"], cluster.policy.name, sc.model, aps
+        )
     return report
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
+from dualpath.report.render_bounds import bounds_lines
+
 SIG_DIGITS = 3  # a figure in a report: what a reader compares, not the float's noise
 
 
@@ -173,6 +175,7 @@ def markdown_report(report: dict[str, Any], png_name: str | None = None) -> str:
     for vl, b in cnic["bytes_by_vl"].items():
         lines.append(f"| {vl} | {b / 1e9:.1f} | {cnic['util_by_vl'][vl] * 100:.2f} % |")
     lines += _breakdown_lines(report, png_name)
+    lines += bounds_lines(report)
     return "\n".join(lines) + "\n"
 
 

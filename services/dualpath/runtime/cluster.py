@@ -96,11 +96,12 @@ def _build_side(
 
 def _kv_hbm(sc: Scenario, rl: Roofline, hbm_gb: float, side: str) -> float:
     weights = rl.weight_bytes_per_gpu()
-    free = hbm_gb * 1e9 - weights - sc.hardware.hbm_reserve_gb * 1e9
+    reserve_gb = max(sc.hardware.hbm_reserve_gb, sc.hardware.hbm_reserve_fraction * hbm_gb)
+    free = hbm_gb * 1e9 - weights - reserve_gb * 1e9
     if free <= 0:
         raise TopologyError(
             f"topology: {sc.model} weights need {weights / 1e9:.1f} GB per {side} GPU but "
-            f"{sc.gpu} has {hbm_gb:.0f} GB HBM ({sc.hardware.hbm_reserve_gb:.0f} GB reserved); "
+            f"{sc.gpu} has {hbm_gb:.0f} GB HBM ({reserve_gb:.0f} GB reserved); "
             f"use more {side} nodes (larger EP group) or a GPU with more HBM"
         )
     return free
@@ -133,7 +134,16 @@ def derive_limits(sc: Scenario, rl: Roofline, mean_context: int, mean_append: in
     requests_per_s = rl.tokens_per_second(mean_context, append) / append
     beta = sc.policy.beta_tokens or int(requests_per_s * (mean_context + append) * sc.policy.beta_s)
     quota = sc.engine.compute_quota_ms / 1000
-    return Limits(alpha, beta, quota, kv_token, sc.policy.z_factor, ReadPath(sc.policy.path_tie))
+    return Limits(
+        alpha,
+        beta,
+        quota,
+        kv_token,
+        sc.policy.z_factor,
+        ReadPath(sc.policy.path_tie),
+        sc.engine.max_running_prefill or 0,
+        sc.engine.max_running_decode or 0,
+    )
 
 
 def _tier(sc: Scenario, nodes: list[str], block_bytes: int) -> TierSet | None:

@@ -30,8 +30,20 @@ def profile_stats(p: TraceProfile, max_len: int, n: int, seed: int) -> dict[str,
     return arrays_stats(arrs.head(cut_counts(arrs, max_len)))
 
 
-def table2_loss(stats: dict[str, float], row: Table2Row) -> float:
-    return float(sum(w * np.log(stats[k] / getattr(row, k)) ** 2 for k, w in WEIGHTS.items()))
+# How Table 2's Append and Gen columns are read (docs/workload.md, docs/fidelity.md):
+# per-trajectory means of per-turn sizes (the default), or plain per-turn means pooled over
+# every turn of every trajectory. The other columns read the same either way.
+READINGS = {
+    "per-trajectory": {},
+    "pooled": {"append": "append_pooled", "gen": "gen_pooled"},
+}
+
+
+def table2_loss(stats: dict[str, float], row: Table2Row, reading: str = "per-trajectory") -> float:
+    key = READINGS[reading]
+    return float(
+        sum(w * np.log(stats[key.get(k, k)] / getattr(row, k)) ** 2 for k, w in WEIGHTS.items())
+    )
 
 
 def fit_profile(
@@ -40,8 +52,10 @@ def fit_profile(
     seed: int = 0,
     iters: int = 300,
     start: TraceProfile | None = None,
+    reading: str = "per-trajectory",
 ) -> TraceProfile:
-    """Fit the five free parameters of a profile to `row` (common random numbers: fixed seed)."""
+    """Fit the five free parameters of a profile to `row` (common random numbers: fixed seed),
+    its Append and Gen columns read as `reading` (READINGS)."""
     if start is None:
         start = TraceProfile(300.0, 120.0, 0.8, 6000.0, 200.0, first_cap=row.max_len // 4)
 
@@ -49,7 +63,7 @@ def fit_profile(
         return dataclasses.replace(start, **dict(zip(FITTED, np.exp(x).tolist(), strict=True)))
 
     def loss(x: np.ndarray) -> float:
-        return table2_loss(profile_stats(make(x), row.max_len, n, seed), row)
+        return table2_loss(profile_stats(make(x), row.max_len, n, seed), row, reading)
 
     x0 = np.log([getattr(start, f) for f in FITTED])
     return make(nelder_mead(loss, x0, step=0.3, iters=iters))

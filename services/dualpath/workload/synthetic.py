@@ -19,7 +19,7 @@ from dualpath.workload.generator import (
     natural_turns,
     scaled,
 )
-from dualpath.workload.profiles import profile_for
+from dualpath.workload.profiles import pooled_profile_for, profile_for
 from dualpath.workload.trajectory import Trajectory, Turn
 
 BASE_TRAJECTORIES = 500  # per dataset, paper section 7.2
@@ -45,6 +45,15 @@ def synthetic_trajectories(
     p = profile if profile is not None else profile_for(max_len)
     base = base_arrays(p, max_len, seed, append_scale, gen_scale)
     return agents_from_base(base, n_agents, seed, max_len, append_scale)
+
+
+def pooled_trajectories(
+    max_len: int, n_agents: int, seed: int, append_scale: float = 1.0, gen_scale: float = 1.0
+) -> list[Trajectory]:
+    """As `synthetic_trajectories`, with Table 2's Append and Gen read as pooled per-turn
+    means (`workload.source=synthetic-pooled`, docs/fidelity.md)."""
+    profile = pooled_profile_for(max_len)
+    return synthetic_trajectories(max_len, n_agents, seed, append_scale, gen_scale, profile=profile)
 
 
 def agents_from_base(
