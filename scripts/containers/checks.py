@@ -132,7 +132,7 @@ def healthz() -> str | None:
 
 def served_since(clients: str, since: str) -> str | None:
     """A turn that started at or after SINCE (Unix s) was served (quiet: polled)."""
-    from dualpath.containers.clients import read
+    from dualpath.deploy.containers.clients import read
 
     t = float(since)
     ok = any(r.status == "200" and r.t0 >= t for r in read(Path(clients)))
@@ -162,7 +162,7 @@ def _windows(path: str, schedules: list[str]) -> list[tuple[str, float, float, f
 def faults(clients: str, windows: str, limit_s: str, *schedules: str) -> str | None:
     """What the clients saw around each fault; every fault recovered within LIMIT_S (a
     turn that started after the fault's end served), no turn without an answer."""
-    from dualpath.containers.clients import Window, read, summarize
+    from dualpath.deploy.containers.clients import Window, read, summarize
 
     turns = read(Path(clients))
     rows = _windows(windows, list(schedules))

@@ -5,7 +5,7 @@
 Run by the project image's Python on the compose network (the services are reachable there
 by name, and only there). It asks every service for its statistics over gRPC with the run's
 token (DUALPATH_TOKEN, which the cluster's containers have), builds the report with the same
-code and contract as `dualpath run` (dualpath.launcher.collect), prints it as JSON and exits
+code and contract as `dualpath run` (dualpath.runtimes.process.launcher.collect), prints it as JSON and exits
 1 when a block was lost or corrupted, 3 (naming the service) when one did not answer within
 its deadline. It stops nothing: the cluster keeps serving.
 """
@@ -21,11 +21,11 @@ from typing import Any
 
 import grpc
 
-from dualpath.config.presets import resolve
-from dualpath.launcher.collect import process_report
+from dualpath.model.config.presets import resolve
+from dualpath.runtimes.process.launcher.collect import process_report
 from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc, node_pb2_grpc, scheduler_pb2_grpc
-from dualpath.serving.peers import make_channel
-from dualpath.serving.stats import unpack
+from dualpath.runtimes.process.serving.peers import make_channel
+from dualpath.runtimes.process.serving.stats import unpack
 
 # docker-compose.yml: service name -> gRPC address (every service listens on 50051).
 SERVICES = ("scheduler", "storage", "prefill0", "decode0")
@@ -77,7 +77,7 @@ def main() -> int:
     sched = next(s for s in services if s["service"] == "scheduler")
     now = sched["now"]
     rows = sched["metrics"]["requests"]
-    # as dualpath.launcher.run.finish_run: row[6] = arrival, row[9] = last token
+    # as dualpath.runtimes.process.launcher.run.finish_run: row[6] = arrival, row[9] = last token
     t_start = min((row[6] for row in rows), default=now)
     t_end = max((row[9] for row in rows), default=t_start)
     extra = {"turns": len(rows), "collected_at_unix": time.time()}

@@ -229,7 +229,7 @@ do_faults() {
   rm -rf "$FAULTS"
   mkdir -p "$FAULTS"
   : >"$FAULTS/windows.tsv"
-  "$PY" -m dualpath.containers.clients --url "$API" --clients 4 --duration 600 \
+  "$PY" -m dualpath.deploy.containers.clients --url "$API" --clients 4 --duration 600 \
     --out "$FAULTS/clients.jsonl" >"$FAULTS/clients.log" 2>&1 &
   CLIENTS_PID=$!
   wait_for 30 "the clients' first turn" recovered decode0 "$(now)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real payload between two containers, paced by per-link token buckets (issue 11;
-# services/dualpath/serving/pacing_probe.py, docs/links.md "Token buckets"): the probe's
+# services/dualpath/runtimes/process/serving/pacing_probe.py, docs/links.md "Token buckets"): the probe's
 # receiver in one container, its sender in another, on a network of their own. Prints the
 # delivered byte rate against the paced one, then a high-VL transfer's delay while low-VL
 # flows saturate the same paced link.
@@ -54,7 +54,7 @@ pacing_container() {
   shift
   [[ ${PACING_SOURCE:-0} == 1 ]] && src=(-v "$PACING_ROOT/services:/src:ro" -e PYTHONPATH=/src)
   timeout 180 "$ENGINE" run --pull=never --name "$name" --network "$PACING_NET" \
-    "${src[@]}" "${opts[@]}" --entrypoint python "$PACING_IMAGE" -m dualpath.serving.pacing_probe "$@"
+    "${src[@]}" "${opts[@]}" --entrypoint python "$PACING_IMAGE" -m dualpath.runtimes.process.serving.pacing_probe "$@"
 }
 
 # One `rm` per container: podman 4.3's `rm -f A B` removes nothing when B does not exist.
@@ -73,7 +73,7 @@ pacing_server_up() {
       || [[ $("$ENGINE" inspect --format '{{.State.Running}}' "$PACING_SERVER") != true ]]; then
       "$ENGINE" logs "$PACING_SERVER" >&2 || true
       pacing_log "FAILED: the probe server did not start within 60 s (log above; an image" \
-        "without serving/pacing_probe.py? rebuild it, or PACING_SOURCE=1)"
+        "without runtimes/process/serving/pacing_probe.py? rebuild it, or PACING_SOURCE=1)"
       return 1
     fi
     sleep 0.5

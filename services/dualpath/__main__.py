@@ -1,5 +1,5 @@
 """`python -m dualpath` = the `dualpath` command (used to spawn service processes)."""
 
-from dualpath.cli import main
+from dualpath.cli.main import main
 
 main()

@@ -1,7 +1,7 @@
 """The import graph between dualpath's packages, and the layer contract it must keep.
 
 `python -m dualpath.layers` prints every edge between packages (and top-level modules such
-as `cli.py`), then "no cycle" or each cycle, then the declared layers, and exits 1 on a
+as `cli/main.py`), then "no cycle" or each cycle, then the declared layers, and exits 1 on a
 violation: a cycle, an import of a node in the same or a higher layer, a node no layer
 declares, the model importing a runtime, or a runtime using a private name of the model
 (`private_reach_ins`). Every import counts, the ones under
@@ -64,7 +64,8 @@ RUNTIMES = frozenset(
 # model), and `from dualpath.x import _name`. Allowed here, by attribute name (modules move),
 # each with its reason:
 PRIVATE_ALLOWED: Mapping[str, str] = {
-    "_replace": "a namedtuple's public method (urllib.parse.SplitResult, control/resilience.py)",
+    "_replace": "a namedtuple's public method "
+    "(urllib.parse.SplitResult, runtimes/process/control/resilience.py)",
 }
 SELF = frozenset({"self", "cls"})
 

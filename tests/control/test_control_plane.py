@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
-from dualpath.control import (
+from dualpath.runtimes.process.control import (
     BlockIndex,
     EventLog,
     Heartbeat,
@@ -27,8 +27,8 @@ from dualpath.control import (
     keys,
     run_epoch,
 )
-from dualpath.control import redis_server as redis_server_mod
-from dualpath.control.common import pack
+from dualpath.runtimes.process.control import redis_server as redis_server_mod
+from dualpath.runtimes.process.control.common import pack
 from tests.polling import wait_until_async
 
 

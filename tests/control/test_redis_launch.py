@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from dualpath.control import RedisServer, RedisUnavailable
-from dualpath.control import redis_server as redis_server_mod
+from dualpath.runtimes.process.control import RedisServer, RedisUnavailable
+from dualpath.runtimes.process.control import redis_server as redis_server_mod
 
 
 @pytest.fixture

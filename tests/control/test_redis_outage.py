@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
-from dualpath.control import (
+from dualpath.runtimes.process.control import (
     BlockIndex,
     EventLog,
     Heartbeat,
@@ -177,10 +177,11 @@ async def test_block_index_writes_behind_and_refills_a_restarted_redis(
 async def test_storage_commits_say_no_while_redis_is_away_and_yes_once_it_has_everything(
     r: Redis, server: RedisServer, run_id: str
 ) -> None:
-    """serving/commit.py: the storage acknowledges a write only after a commit round said
+    """runtimes/process/serving/commit.py: the storage acknowledges a write only after a commit
+    round said
     its index entry is in Redis; a round Redis did not take says no (the write is refused
     and sent again), and a later round says yes once the index caught up."""
-    from dualpath.serving.commit import IndexCommits
+    from dualpath.runtimes.process.serving.commit import IndexCommits
 
     commits = IndexCommits(BlockIndex(r, run_id))
     commits.mark(1, 93, {(2, 1, 10)})
@@ -252,7 +253,7 @@ def test_guarded_child_dies_with_its_sigkilled_parent() -> None:
     assert sleep is not None
     code = (
         "import subprocess, time\n"
-        "from dualpath.control.lifeline import guarded_argv\n"
+        "from dualpath.runtimes.process.control.lifeline import guarded_argv\n"
         f"p = subprocess.Popen(guarded_argv([{sleep!r}, '60']))\n"
         "print(p.pid, flush=True)\n"
         "time.sleep(60)\n"  # not a wait: the parent lives until the test kills it

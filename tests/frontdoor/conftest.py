@@ -11,7 +11,7 @@ import pytest_asyncio
 from aiohttp import ClientSession, web
 from prometheus_client import CollectorRegistry
 
-from dualpath.frontdoor import TurnResult, TurnSpec, make_app
+from dualpath.runtimes.process.frontdoor import TurnResult, TurnSpec, make_app
 
 MODEL = "fake-model"
 BLOCK = 4

@@ -9,7 +9,7 @@ import pytest
 from aiohttp import ClientSession
 from prometheus_client.parser import text_string_to_metric_families
 
-from dualpath.frontdoor import NATIVE_SESSION_BASE, BackendBusy
+from dualpath.runtimes.process.frontdoor import NATIVE_SESSION_BASE, BackendBusy
 from tests.frontdoor.conftest import MAX_GEN, MAX_PROMPT, MODEL, Server
 from tests.polling import wait_until_async
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession
 
-from dualpath.frontdoor import RUNNER_KEY, BackendBusy, BackendUnavailable, BadTurn
+from dualpath.runtimes.process.frontdoor import RUNNER_KEY, BackendBusy, BackendUnavailable, BadTurn
 from tests.frontdoor.conftest import MAX_GEN, MAX_PROMPT, MODEL, Server, start
 from tests.polling import wait_until_async
 

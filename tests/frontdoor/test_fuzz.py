@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from dualpath.frontdoor import RUNNER_KEY
+from dualpath.runtimes.process.frontdoor import RUNNER_KEY
 from tests.frontdoor.test_hostile_input import Reply, Served, read_reply, serve
 
 REQUESTS = int(os.environ.get("DUALPATH_FUZZ_REQUESTS", "10000"))

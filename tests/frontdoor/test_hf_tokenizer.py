@@ -12,8 +12,13 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from dualpath.frontdoor.hf_tokenizer import TokenizerError, load_tokenizer, resolve
-from dualpath.frontdoor.tokenizer import WORDS, ChatMessage, decode_fake, encode_chat
+from dualpath.runtimes.process.frontdoor.hf_tokenizer import TokenizerError, load_tokenizer, resolve
+from dualpath.runtimes.process.frontdoor.tokenizer import (
+    WORDS,
+    ChatMessage,
+    decode_fake,
+    encode_chat,
+)
 from tests.frontdoor.shipped_tokenizers import SHIPPED
 
 

@@ -23,9 +23,14 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry
 
-from dualpath.frontdoor import RUNNER_KEY, TurnResult, TurnSpec, make_app
-from dualpath.frontdoor.errors import BODY_SLACK, BYTES_PER_TOKEN, MAX_BODY_BYTES, body_cap
-from dualpath.serving.options import ServeOptions
+from dualpath.runtimes.process.frontdoor import RUNNER_KEY, TurnResult, TurnSpec, make_app
+from dualpath.runtimes.process.frontdoor.errors import (
+    BODY_SLACK,
+    BYTES_PER_TOKEN,
+    MAX_BODY_BYTES,
+    body_cap,
+)
+from dualpath.runtimes.process.serving.options import ServeOptions
 from tests.frontdoor.conftest import BLOCK, MAX_GEN, MAX_PROMPT, MODEL, FakeBackend
 
 pytestmark = pytest.mark.asyncio

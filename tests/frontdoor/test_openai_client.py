@@ -140,7 +140,7 @@ async def test_token_id_prompt(client: openai.AsyncOpenAI) -> None:
 async def test_busy_and_unavailable_surface_as_sdk_errors(
     client: openai.AsyncOpenAI, server: Server
 ) -> None:
-    from dualpath.frontdoor import BackendBusy, BackendUnavailable
+    from dualpath.runtimes.process.frontdoor import BackendBusy, BackendUnavailable
 
     server.backend.fail = BackendBusy("queue full")
     with pytest.raises(openai.RateLimitError):

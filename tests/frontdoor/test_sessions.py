@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from dualpath.blocks.chain import Fork
-from dualpath.frontdoor import NATIVE_SESSION_BASE, NativeSessions, PrefixSessions, block_hashes
-from dualpath.frontdoor.sessions import id_block_hashes
+from dualpath.model.blocks.chain import Fork
+from dualpath.runtimes.process.frontdoor import (
+    NATIVE_SESSION_BASE,
+    NativeSessions,
+    PrefixSessions,
+    block_hashes,
+)
+from dualpath.runtimes.process.frontdoor.sessions import id_block_hashes
 
 A = [1, 2, 3, 4]
 B = [5, 6, 7, 8]

@@ -11,7 +11,7 @@ import openai
 import pytest
 import pytest_asyncio
 
-from dualpath.frontdoor import sse
+from dualpath.runtimes.process.frontdoor import sse
 from tests.frontdoor.conftest import MODEL, Server
 from tests.polling import wait_until_async
 

@@ -14,8 +14,8 @@ import pytest_asyncio
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from dualpath.frontdoor import TurnResult, TurnSpec, make_app
-from dualpath.frontdoor.backend import accepts_tokens
+from dualpath.runtimes.process.frontdoor import TurnResult, TurnSpec, make_app
+from dualpath.runtimes.process.frontdoor.backend import accepts_tokens
 from tests.frontdoor.conftest import BLOCK, MAX_GEN, MAX_PROMPT, MODEL, FakeBackend
 
 STEP_S = 0.02

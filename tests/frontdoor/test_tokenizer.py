@@ -7,8 +7,14 @@ import os
 import subprocess
 import sys
 
-from dualpath.frontdoor import ChatMessage, decode_fake, encode, encode_chat, render_chat
-from dualpath.frontdoor.tokenizer import split, token_id
+from dualpath.runtimes.process.frontdoor import (
+    ChatMessage,
+    decode_fake,
+    encode,
+    encode_chat,
+    render_chat,
+)
+from dualpath.runtimes.process.frontdoor.tokenizer import split, token_id
 
 
 def _expected_id(token: str) -> int:
@@ -29,7 +35,10 @@ def test_ids_are_blake2b_not_python_hash() -> None:
 
 
 def test_ids_are_the_same_in_another_process() -> None:
-    code = "from dualpath.frontdoor import encode; print(encode('Hello world, again!'))"
+    code = (
+        "from dualpath.runtimes.process.frontdoor import encode; "
+        "print(encode('Hello world, again!'))"
+    )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True

@@ -35,7 +35,7 @@ def test_json_logs_of_a_real_run(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DP_", "DUALPATH_"))}
     env["DUALPATH_PROGRESS_S"] = "0.5"  # the run takes seconds: several lines
     proc = subprocess.run(
-        [sys.executable, "-m", "dualpath.cli", "run", "--preset", "smoke", "--agents", "1",
+        [sys.executable, "-m", "dualpath.cli.main", "run", "--preset", "smoke", "--agents", "1",
          "--speedup", "8", "--http-port", "0", "--out", str(out), "--log-format", "json"],
         capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False, env=env,
         stdin=subprocess.DEVNULL,

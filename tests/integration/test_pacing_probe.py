@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-PROBE = [sys.executable, "-m", "dualpath.serving.pacing_probe"]
+PROBE = [sys.executable, "-m", "dualpath.runtimes.process.serving.pacing_probe"]
 RATE_GBPS = 0.2
 START_TIMEOUT_S = 30.0
 

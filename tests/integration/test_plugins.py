@@ -96,7 +96,7 @@ def _dualpath(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
     paths = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     return subprocess.run(
-        [sys.executable, "-m", "dualpath.cli", *args],
+        [sys.executable, "-m", "dualpath.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=240,

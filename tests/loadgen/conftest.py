@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.launcher.local import LocalCluster, UpOptions
-from dualpath.launcher.procs import log_tail
 from dualpath.loadgen.command import LocustProcess, LocustRun
+from dualpath.model.config.presets import resolve
+from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
+from dualpath.runtimes.process.launcher.procs import log_tail
 
 # 4 emulated seconds per wall second: smoke sessions finish within a short test.
 DILATION = 4.0

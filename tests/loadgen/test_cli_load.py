@@ -13,7 +13,7 @@ from subprocess import PIPE
 import pytest
 from typer.testing import CliRunner
 
-from dualpath.cli import app
+from dualpath.cli.main import app
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
 def test_headless_load_writes_locust_and_cluster_reports(tmp_path: Path) -> None:
     out = tmp_path / "load"
     cmd = [
-        sys.executable, "-m", "dualpath.cli", "load", "--headless", "--aps", "0.5",
+        sys.executable, "-m", "dualpath.cli.main", "load", "--headless", "--aps", "0.5",
         "--duration", "10", "--speedup", "4", "--http-port", "0", "--out", str(out),
     ]  # fmt: skip
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}

@@ -10,12 +10,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from dualpath.config.presets import resolve
-from dualpath.launcher.local import LocalCluster
-from dualpath.launcher.procs import log_tail
 from dualpath.loadgen.bodies import Conversation
 from dualpath.loadgen.command import LocustRun, read_json
 from dualpath.loadgen.scripts import load_workload
+from dualpath.model.config.presets import resolve
+from dualpath.runtimes.process.launcher.local import LocalCluster
+from dualpath.runtimes.process.launcher.procs import log_tail
 from tests.loadgen.conftest import host_of, run_locust, stats_rows
 
 EMU_ROWS = ("TTFT", "TTST", "TPOT", "turn latency")

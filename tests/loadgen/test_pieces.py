@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.frontdoor.tokenizer import encode
 from dualpath.loadgen.bodies import Conversation, block_text, native_body, words
 from dualpath.loadgen.options import (
     OptionError,
@@ -17,6 +15,8 @@ from dualpath.loadgen.options import (
 )
 from dualpath.loadgen.scripts import ScriptTurn, total_turns
 from dualpath.loadgen.slo import Summary, describe, share_within, verdict
+from dualpath.model.config.presets import resolve
+from dualpath.runtimes.process.frontdoor.tokenizer import encode
 
 
 def test_web_form_strings_and_cli_values_parse_alike() -> None:

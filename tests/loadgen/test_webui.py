@@ -11,9 +11,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from dualpath.launcher.local import LocalCluster
-from dualpath.launcher.procs import log_tail
 from dualpath.loadgen.command import LocustProcess, LocustRun, wait_for
+from dualpath.runtimes.process.launcher.local import LocalCluster
+from dualpath.runtimes.process.launcher.procs import log_tail
 from tests.loadgen.conftest import free_port, host_of
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import aiohttp
 
-from dualpath.frontdoor.tokenizer import WORDS
+from dualpath.runtimes.process.frontdoor.tokenizer import WORDS
 
 Count = Callable[[str], int]  # tokens in a text, as the client's tokenizer counts them
 

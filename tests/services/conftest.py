@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.config.settings import Scenario
-from dualpath.launcher.local import LocalCluster, UpOptions
+from dualpath.model.config.presets import resolve
+from dualpath.model.config.settings import Scenario
+from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
 
 
 def scenario(*sets: str, agents: int = 2) -> Scenario:

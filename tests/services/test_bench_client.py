@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from dualpath.frontdoor.hf_tokenizer import load_tokenizer
-from dualpath.frontdoor.tokenizer import StandIn
-from dualpath.launcher.local import LocalCluster, UpOptions
-from dualpath.launcher.run import finish_run
+from dualpath.runtimes.process.frontdoor.hf_tokenizer import load_tokenizer
+from dualpath.runtimes.process.frontdoor.tokenizer import StandIn
+from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
+from dualpath.runtimes.process.launcher.run import finish_run
 from tests.frontdoor.shipped_tokenizers import BPE, NO_BPE, NO_WORDPIECE, WORDPIECE
 from tests.services import bench_client as bc
 from tests.services.conftest import scenario

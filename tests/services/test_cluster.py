@@ -18,9 +18,9 @@ import openai
 import pytest
 import redis.asyncio as aioredis
 
-from dualpath.control import Registry
-from dualpath.launcher.collect import gather_stats
-from dualpath.launcher.local import LocalCluster
+from dualpath.runtimes.process.control import Registry
+from dualpath.runtimes.process.launcher.collect import gather_stats
+from dualpath.runtimes.process.launcher.local import LocalCluster
 from tests.polling import wait_until
 
 SYSTEM = " ".join(f"rule{i} keep the tool outputs short and cite the file" for i in range(60))

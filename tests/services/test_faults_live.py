@@ -12,16 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.launcher.collect import gather_stats
-from dualpath.launcher.local import UpOptions, local_cluster
-from dualpath.launcher.nemesis import Load, random_schedule, run_schedule
-from dualpath.launcher.procs import ClusterStartError
+from dualpath.runtimes.process.launcher.collect import gather_stats
+from dualpath.runtimes.process.launcher.local import UpOptions, local_cluster
+from dualpath.runtimes.process.launcher.nemesis import Load, random_schedule, run_schedule
+from dualpath.runtimes.process.launcher.procs import ClusterStartError
 
 from .conftest import scenario
 
 
 def test_nemesis_random_fault_schedules_lose_and_duplicate_nothing(tmp_path: Path) -> None:
-    """Two seeded schedules of the nemesis (`python -m dualpath.launcher.nemesis` runs 20)."""
+    """Two seeded schedules of the nemesis (`python -m dualpath.runtimes.process.launcher.nemesis`
+    runs 20)."""
     rng = random.Random(7)
     sc = scenario("topology.decode_nodes=2")
     for i in range(2):

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from dualpath.config.presets import resolve
-from dualpath.launcher.local import LocalCluster, UpOptions
+from dualpath.model.config.presets import resolve
+from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
 from tests.paths import REPO
 
 ROOT = REPO

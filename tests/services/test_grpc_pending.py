@@ -18,7 +18,7 @@ import textwrap
 import grpc
 
 from dualpath.rpc.v1 import node_pb2, node_pb2_grpc
-from dualpath.serving.peers import make_channel
+from dualpath.runtimes.process.serving.peers import make_channel
 
 CALLS = 1500
 BUSY_S = 0.005  # loop time each call costs the server: it takes <= 200 calls a second
@@ -27,8 +27,8 @@ SERVER = textwrap.dedent(
     f"""
     import asyncio, time
     from dualpath.rpc.v1 import node_pb2, node_pb2_grpc
-    from dualpath.serving.host import new_server
-    from dualpath.serving.options import ServeOptions
+    from dualpath.runtimes.process.serving.host import new_server
+    from dualpath.runtimes.process.serving.options import ServeOptions
 
     class Busy(node_pb2_grpc.NodeServicer):
         async def Release(self, request, context):

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dualpath.launcher.local import LocalCluster, UpOptions
+from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
 from tests.services.conftest import scenario
 
 pytestmark = pytest.mark.slow

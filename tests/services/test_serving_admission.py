@@ -1,10 +1,11 @@
-"""serving/admission.py: 429 once the oldest admitted turn has waited past the bound."""
+"""runtimes/process/serving/admission.py: 429 once the oldest admitted turn has waited past the
+bound."""
 
 from __future__ import annotations
 
 import pytest
 
-from dualpath.serving.admission import Admission
+from dualpath.runtimes.process.serving.admission import Admission
 
 
 def test_sheds_while_the_oldest_waiting_turn_is_older_than_the_bound() -> None:

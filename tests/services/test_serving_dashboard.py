@@ -1,4 +1,5 @@
-"""The front door's live dashboard (`GET /dashboard`, serving/dashboard.py) in headless
+"""The front door's live dashboard (`GET /dashboard`, runtimes/process/serving/dashboard.py) in
+headless
 Chromium, on a real local cluster that has a token, under a steady agent load.
 
 Chromium is required, not optional: without it this module FAILS (CI installs it:
@@ -27,8 +28,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dualpath.launcher.local import LocalCluster, UpOptions
-from dualpath.serving.dashboard import Scrape, link_rates, parse, percentiles
+from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
+from dualpath.runtimes.process.serving.dashboard import Scrape, link_rates, parse, percentiles
 from tests.polling import wait_until
 from tests.services.conftest import scenario
 

@@ -1,4 +1,5 @@
-"""serving/fence.py: a node whose loop was away longer than its heartbeat lease fences
+"""runtimes/process/serving/fence.py: a node whose loop was away longer than its heartbeat lease
+fences
 itself (its turns were placed elsewhere); a loop that keeps up is never fenced."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from dualpath.serving.fence import FENCED_EXIT, LeaseExpiredError, watch
+from dualpath.runtimes.process.serving.fence import FENCED_EXIT, LeaseExpiredError, watch
 
 LEASE_S = 0.2
 

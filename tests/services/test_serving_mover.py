@@ -1,4 +1,4 @@
-"""serving/mover.py: a transfer's hops split by the process that owns each link."""
+"""runtimes/process/serving/mover.py: a transfer's hops split by the process that owns each link."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.links import Fabric
-from dualpath.serving.mover import DistributedMover, owner_of
+from dualpath.model.core.clock import VirtualClock, run_virtual
+from dualpath.model.links import Fabric
+from dualpath.runtimes.process.serving.mover import DistributedMover, owner_of
 
 
 def test_hops_split_by_owner_process() -> None:

@@ -1,4 +1,5 @@
-"""serving/node.py, in process: a decode node's RPCs refuse what is not theirs (an engine of
+"""runtimes/process/serving/node.py, in process: a decode node's RPCs refuse what is not theirs (an
+engine of
 another node, a link it does not own, a payload of the wrong size) and an attempt the
 scheduler abandoned, whose buffer `Release` gave back; a read that comes before the node
 knows its peers waits for them, within its deadline."""
@@ -12,17 +13,17 @@ from typing import Any, NoReturn
 import grpc
 import pytest
 
-from dualpath.blocks import BlockRange
-from dualpath.control import Member
-from dualpath.core.clock import RealClock
-from dualpath.entities.request import Request
+from dualpath.model.blocks import BlockRange
+from dualpath.model.core.clock import RealClock
+from dualpath.model.entities.request import Request
 from dualpath.rpc.v1 import kv_pb2, node_pb2
-from dualpath.serving import payload
-from dualpath.serving.node import NodeShell
-from dualpath.serving.options import ServeOptions
-from dualpath.serving.peers import Peers
-from dualpath.serving.wire import range_to_wire, request_to_wire
-from dualpath.serving.world import build_world
+from dualpath.runtimes.process.control import Member
+from dualpath.runtimes.process.serving import payload
+from dualpath.runtimes.process.serving.node import NodeShell
+from dualpath.runtimes.process.serving.options import ServeOptions
+from dualpath.runtimes.process.serving.peers import Peers
+from dualpath.runtimes.process.serving.wire import range_to_wire, request_to_wire
+from dualpath.runtimes.process.serving.world import build_world
 
 from .conftest import scenario
 
@@ -146,7 +147,7 @@ def test_a_read_before_the_node_knows_its_peers_waits_for_them_within_its_deadli
     """A restarted node serves gRPC once registered, before it knows its peers (host.py):
     a read sent then waits, and at its deadline is UNAVAILABLE (the scheduler places the
     turn elsewhere), holding nothing. It used to trip an assertion, which stopped the node
-    (found by `python -m dualpath.launcher.nemesis`)."""
+    (found by `python -m dualpath.runtimes.process.launcher.nemesis`)."""
 
     async def test(shell: NodeShell) -> None:
         loop = asyncio.get_running_loop()

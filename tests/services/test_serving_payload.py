@@ -1,10 +1,10 @@
-"""serving/payload.py: real payload bytes, their checksum, chunks and size."""
+"""runtimes/process/serving/payload.py: real payload bytes, their checksum, chunks and size."""
 
 from __future__ import annotations
 
 import pytest
 
-from dualpath.serving import payload
+from dualpath.runtimes.process.serving import payload
 
 
 def test_payload_checksum_catches_a_flipped_byte() -> None:

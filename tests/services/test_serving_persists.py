@@ -1,4 +1,5 @@
-"""serving/persists.py: a decode node's unacknowledged persists are kept (one range per
+"""runtimes/process/serving/persists.py: a decode node's unacknowledged persists are kept (one
+range per
 session), sent again until the storage acknowledges them, and dropped (counted) at their
 deadline or on a refusal that will not pass."""
 
@@ -9,8 +10,8 @@ import asyncio
 import grpc
 import pytest
 
-from dualpath.blocks import BlockRange
-from dualpath.serving.persists import MAX_RANGES_PER_WRITE, Persists
+from dualpath.model.blocks import BlockRange
+from dualpath.runtimes.process.serving.persists import MAX_RANGES_PER_WRITE, Persists
 
 
 def _error(code: grpc.StatusCode) -> grpc.aio.AioRpcError:

@@ -1,4 +1,5 @@
-"""serving/recovery.py: what the scheduler does when a node is lost. On virtual time (the
+"""runtimes/process/serving/recovery.py: what the scheduler does when a node is lost. On virtual
+time (the
 scheduler's own state: which turns are placed again, which fail, what is released) and on
 a live cluster (a decode node SIGKILLed under load: its turns whose clients had seen no
 token are placed again, a stream that had sent one fails fast naming it, nothing hangs)."""
@@ -12,20 +13,20 @@ import threading
 import time
 from pathlib import Path
 
-from dualpath.config.presets import resolve
-from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.entities.request import EngineState, Request
-from dualpath.faults.checker import ClientRecord
-from dualpath.launcher.collect import gather_stats
-from dualpath.launcher.local import LocalCluster, UpOptions
-from dualpath.launcher.nemesis import DILATION, Load, _turn
-from dualpath.policies.base import release_prefill
+from dualpath.model.config.presets import resolve
+from dualpath.model.core.clock import VirtualClock, run_virtual
+from dualpath.model.entities.request import EngineState, Request
+from dualpath.model.faults.checker import ClientRecord
+from dualpath.model.policies.base import release_prefill
 from dualpath.rpc.v1 import scheduler_pb2
-from dualpath.runtime.cluster import build_cluster
-from dualpath.serving.options import ServeOptions
-from dualpath.serving.pacer import TokenPacer
-from dualpath.serving.recovery import MAX_ATTEMPTS, NodeLostError
-from dualpath.serving.remote_scheduler import RemoteScheduler
+from dualpath.runtimes.cluster import build_cluster
+from dualpath.runtimes.process.launcher.collect import gather_stats
+from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
+from dualpath.runtimes.process.launcher.nemesis import DILATION, Load, _turn
+from dualpath.runtimes.process.serving.options import ServeOptions
+from dualpath.runtimes.process.serving.pacer import TokenPacer
+from dualpath.runtimes.process.serving.recovery import MAX_ATTEMPTS, NodeLostError
+from dualpath.runtimes.process.serving.remote_scheduler import RemoteScheduler
 from tests.polling import wait_until
 
 from .conftest import scenario

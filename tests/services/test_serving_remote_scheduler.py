@@ -1,4 +1,5 @@
-"""serving/remote_scheduler.py, on virtual time: a failed KV read names what the node that
+"""runtimes/process/serving/remote_scheduler.py, on virtual time: a failed KV read names what the
+node that
 verified it found, and a fatal error's turns stay failed when their reports come in."""
 
 from __future__ import annotations
@@ -7,13 +8,13 @@ import asyncio
 
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.entities.request import Request
+from dualpath.model.config.presets import resolve
+from dualpath.model.core.clock import VirtualClock, run_virtual
+from dualpath.model.entities.request import Request
 from dualpath.rpc.v1 import node_pb2, scheduler_pb2
-from dualpath.runtime.cluster import build_cluster
-from dualpath.serving.options import ServeOptions
-from dualpath.serving.remote_scheduler import KvReadFailedError, RemoteScheduler
+from dualpath.runtimes.cluster import build_cluster
+from dualpath.runtimes.process.serving.options import ServeOptions
+from dualpath.runtimes.process.serving.remote_scheduler import KvReadFailedError, RemoteScheduler
 
 
 def test_corrupted_read_names_the_node_digests() -> None:

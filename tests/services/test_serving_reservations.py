@@ -1,12 +1,13 @@
-"""serving/reservations.py: what a node's DRAM buffer holds for each attempt of a turn, so
+"""runtimes/process/serving/reservations.py: what a node's DRAM buffer holds for each attempt of a
+turn, so
 an abandoned attempt gives its bytes back and is refused when it arrives late."""
 
 from __future__ import annotations
 
 import pytest
 
-from dualpath.engines.capacity import CapacityPool
-from dualpath.serving.reservations import Reservations
+from dualpath.model.engines.capacity import CapacityPool
+from dualpath.runtimes.process.serving.reservations import Reservations
 
 
 @pytest.mark.asyncio

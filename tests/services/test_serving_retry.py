@@ -1,4 +1,5 @@
-"""serving/retry.py: an idempotent call is tried again on a transient status within its
+"""runtimes/process/serving/retry.py: an idempotent call is tried again on a transient status
+within its
 deadline, and fails at once on any other."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Awaitable, Callable
 import grpc
 import pytest
 
-from dualpath.serving.retry import idempotent
+from dualpath.runtimes.process.serving.retry import idempotent
 
 
 def _error(code: grpc.StatusCode) -> grpc.aio.AioRpcError:

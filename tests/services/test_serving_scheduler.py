@@ -1,4 +1,5 @@
-"""serving/scheduler.py, in process: the registry as the failure detector (a node missing
+"""runtimes/process/serving/scheduler.py, in process: the registry as the failure detector (a node
+missing
 from it is lost, a node back is placed on again, a node with a new pid lost its turns) and
 the refusals of a new turn before it is queued."""
 
@@ -10,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from dualpath.control import Member
-from dualpath.core.clock import RealClock
-from dualpath.entities.request import EngineState, Request
-from dualpath.frontdoor import BackendBusy, BackendUnavailable, BadTurn, TurnSpec
-from dualpath.serving.events import EventSink
-from dualpath.serving.options import ServeOptions
-from dualpath.serving.scheduler import SchedulerShell, scheduler_world
+from dualpath.model.core.clock import RealClock
+from dualpath.model.entities.request import EngineState, Request
+from dualpath.runtimes.process.control import Member
+from dualpath.runtimes.process.frontdoor import BackendBusy, BackendUnavailable, BadTurn, TurnSpec
+from dualpath.runtimes.process.serving.events import EventSink
+from dualpath.runtimes.process.serving.options import ServeOptions
+from dualpath.runtimes.process.serving.scheduler import SchedulerShell, scheduler_world
 
 from .conftest import scenario
 

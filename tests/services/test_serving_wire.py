@@ -1,4 +1,4 @@
-"""serving/wire.py: requests and block ranges round-trip through their messages."""
+"""runtimes/process/serving/wire.py: requests and block ranges round-trip through their messages."""
 
 from __future__ import annotations
 
@@ -6,11 +6,16 @@ import asyncio
 
 import pytest
 
-from dualpath.blocks import BlockRange, ChainRegistry
-from dualpath.blocks.chain import Fork
-from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
-from dualpath.serving.wire import range_from_wire, range_to_wire, request_from_wire, request_to_wire
+from dualpath.model.blocks import BlockRange, ChainRegistry
+from dualpath.model.blocks.chain import Fork
+from dualpath.model.core.clock import VirtualClock, run_virtual
+from dualpath.model.entities.request import EngineState, NodeState, ReadPath, Request
+from dualpath.runtimes.process.serving.wire import (
+    range_from_wire,
+    range_to_wire,
+    request_from_wire,
+    request_to_wire,
+)
 
 
 def test_request_survives_the_wire() -> None:

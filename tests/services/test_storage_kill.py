@@ -13,8 +13,8 @@ from typing import Any
 import openai
 import pytest
 
-from dualpath.launcher.collect import gather_stats
-from dualpath.launcher.local import LocalCluster
+from dualpath.runtimes.process.launcher.collect import gather_stats
+from dualpath.runtimes.process.launcher.local import LocalCluster
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.slow

@@ -25,7 +25,7 @@ from typing import Any
 import openai
 import pytest
 
-from dualpath.launcher.local import LocalCluster, UpOptions
+from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
 from tests.services.conftest import scenario
 
 TOKENS = 64

@@ -23,10 +23,16 @@ import psutil
 import pytest
 import redis.asyncio as aioredis
 
-from dualpath.control import EventLog, Member, RedisServer, Registry
-from dualpath.launcher.local import LocalCluster
-from dualpath.launcher.procs import ClusterStartError, Proc, ProcessGroup, Restart, RestartPolicy
-from dualpath.serving.service import Health, ServiceShell
+from dualpath.runtimes.process.control import EventLog, Member, RedisServer, Registry
+from dualpath.runtimes.process.launcher.local import LocalCluster
+from dualpath.runtimes.process.launcher.procs import (
+    ClusterStartError,
+    Proc,
+    ProcessGroup,
+    Restart,
+    RestartPolicy,
+)
+from dualpath.runtimes.process.serving.service import Health, ServiceShell
 from tests.polling import wait_until
 
 TURN = {"session": "s", "append_tokens": 100, "gen_tokens": 4}
@@ -293,7 +299,7 @@ def test_a_service_without_the_kernel_signal_still_sees_its_parent_go(tmp_path: 
     mark, ready = tmp_path / "noticed", tmp_path / "watching"
     child = (
         "import asyncio, os, pathlib\n"
-        "from dualpath.control.lifeline import watch_parent\n"
+        "from dualpath.runtimes.process.control.lifeline import watch_parent\n"
         f"done = lambda: pathlib.Path({str(mark)!r}).write_text('yes')\n"
         "parent = os.getppid()\n"
         f"pathlib.Path({str(ready)!r}).write_text('yes')\n"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.launcher.local import UpOptions
-from dualpath.launcher.run import run_workload
-from dualpath.runtime.sim import simulate
+from dualpath.runtimes.process.launcher.local import UpOptions
+from dualpath.runtimes.process.launcher.run import run_workload
+from dualpath.runtimes.virtual.sim import simulate
 from tests.paths import WEKA
 from tests.services.conftest import scenario
 

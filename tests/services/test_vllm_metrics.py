@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from dualpath.entities import steps
-from dualpath.launcher.local import LocalCluster, UpOptions
+from dualpath.model.entities import steps
+from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
 from tests.services.conftest import scenario
 
 GENS = (1, 2, 40)  # 1 and 2 tokens: no decode step, one decode step

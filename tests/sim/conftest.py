@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.config.settings import Scenario
-from dualpath.runtime.sim import simulate
+from dualpath.model.config.presets import resolve
+from dualpath.model.config.settings import Scenario
+from dualpath.runtimes.virtual.sim import simulate
 
 
 def small(*sets: str, agents: int = 8) -> Scenario:

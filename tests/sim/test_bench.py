@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.bench import main
+from dualpath.bench.virtual import main
 
 
 def test_bench_prints_the_host_reference_and_the_run(

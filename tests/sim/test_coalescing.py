@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dualpath.runtime.sim import simulate
+from dualpath.runtimes.virtual.sim import simulate
 from tests.sim.conftest import small
 
 

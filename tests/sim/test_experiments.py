@@ -11,8 +11,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from dualpath.cli import app
-from dualpath.config.settings import Scenario
+from dualpath.cli.main import app
 from dualpath.experiments import (
     Experiment,
     Outcome,
@@ -26,7 +25,8 @@ from dualpath.experiments import (
 from dualpath.experiments.figures import paper_figures
 from dualpath.experiments.pd_range import bottleneck_free_range, scenario_range
 from dualpath.experiments.scenarios import ARM_27B, build
-from dualpath.runtime import sim
+from dualpath.model.config.settings import Scenario
+from dualpath.runtimes.virtual import sim
 
 QUIET = Console(quiet=True)
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from dualpath.config.settings import Scenario
-from dualpath.runtime.sim import simulate
+from dualpath.model.config.settings import Scenario
+from dualpath.runtimes.virtual.sim import simulate
 from tests.sim.conftest import small
 
 SHORT = ("workload.mode=online", "online.window_s=30", "online.lookback_s=60")

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from dualpath.blocks import BlockCorrupted
-from dualpath.config.presets import resolve
-from dualpath.runtime.sim import simulate
+from dualpath.model.blocks import BlockCorrupted
+from dualpath.model.config.presets import resolve
+from dualpath.runtimes.virtual.sim import simulate
 from tests.sim.conftest import small
 
 WALL_FIELDS = ("wall_s", "emulated_per_wall")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dualpath.report.render import markdown_report
-from dualpath.runtime.sim import simulate
+from dualpath.runtimes.virtual.sim import simulate
 from tests.sim.conftest import small
 
 WALL_FIELDS = ("wall_s", "emulated_per_wall")
@@ -84,10 +84,10 @@ def test_a_hit_from_dram_is_read_faster_than_from_storage(
 def test_a_runtime_that_replaces_the_read_refuses_the_tier() -> None:
     """The process runtime reads over RPC (its own read_kv): it has no tier, and says so
     when its scheduler is built instead of running without it."""
-    from dualpath.engines.scheduler import GlobalScheduler
-    from dualpath.entities.request import Request
-    from dualpath.runtime.cluster import build_cluster
-    from dualpath.runtime.sim import run_virtual_loop
+    from dualpath.model.engines.scheduler import GlobalScheduler
+    from dualpath.model.entities.request import Request
+    from dualpath.runtimes.cluster import build_cluster
+    from dualpath.runtimes.virtual.sim import run_virtual_loop
 
     class ByRpc(GlobalScheduler):
         async def read_kv(self, req: Request) -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.runtime.sim import make_workload, simulate
-from dualpath.workload.traces import infinite_cache_hit
+from dualpath.model.config.presets import resolve
+from dualpath.model.workload.traces import infinite_cache_hit
+from dualpath.runtimes.virtual.sim import make_workload, simulate
 from tests.paths import MOONCAKE, WEKA
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dualpath.cli import app
+from dualpath.cli.main import app
 
 pytestmark = pytest.mark.timeout(30)  # a case that hangs fails here instead of stalling CI
 
@@ -55,7 +55,7 @@ def _check(args: list[str], needle: str, env: dict[str, str] | None = None) -> N
 def _run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DP_")}
     return subprocess.run(
-        [sys.executable, "-m", "dualpath.cli", *args],
+        [sys.executable, "-m", "dualpath.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=SUBPROCESS_TIMEOUT_S,
@@ -335,14 +335,15 @@ def test_refused_before_anything_starts(tmp_path: Path, args: list[str], needle:
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="needs launcher/run.py to build the report when the workload fails, and "
-    "serving/scheduler.py to say why the run failed to later turns (see the task notes)",
+    reason="needs runtimes/process/launcher/run.py to build the report when the workload "
+    "fails, and runtimes/process/serving/scheduler.py to say why the run failed to later turns "
+    "(see the task notes)",
 )
 def test_corrupted_run_still_writes_its_report(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     args = ["run", "--quiet", "--http-port", "0", "--set", "faults.corrupt_blocks=3"]
     proc = subprocess.run(
-        [sys.executable, "-m", "dualpath.cli", *args, "--out", str(out)],
+        [sys.executable, "-m", "dualpath.cli.main", *args, "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=110,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualpath.blocks import (
+from dualpath.model.blocks import (
     MASK64,
     BlockCorrupted,
     BlockGap,
@@ -21,7 +21,7 @@ from dualpath.blocks import (
     full_blocks,
     layer_block_bytes,
 )
-from dualpath.blocks.chain import LOOKAHEAD
+from dualpath.model.blocks.chain import LOOKAHEAD
 
 
 def _persisted(store: BlockStore, session: int, n: int) -> None:

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualpath.blocks import BlockCorrupted, BlockGap, BlockMissing, BlockRange, BlockStore
-from dualpath.blocks.chain import ChainRegistry, Fork
+from dualpath.model.blocks import BlockCorrupted, BlockGap, BlockMissing, BlockRange, BlockStore
+from dualpath.model.blocks.chain import ChainRegistry, Fork
 
 
 def _write(store: BlockStore, session: int, start: int, stop: int) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dualpath.blocks import BlockRange, BlockStore
+from dualpath.model.blocks import BlockRange, BlockStore
 
 
 def test_million_blocks_persist_and_read() -> None:

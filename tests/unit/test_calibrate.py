@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dualpath.cli import app
-from dualpath.roofline import GpuProfile, Roofline, gpu_names, load_gpu, load_model
-from dualpath.roofline.calibration import fit_measurements
-from dualpath.roofline.measurements import REQUIRED, MeasurementError, parse_measurements
+from dualpath.cli.main import app
+from dualpath.model.roofline import GpuProfile, Roofline, gpu_names, load_gpu, load_model
+from dualpath.model.roofline.calibration import fit_measurements
+from dualpath.model.roofline.measurements import REQUIRED, MeasurementError, parse_measurements
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dualpath.cli import app
+from dualpath.cli.main import app
 from tests.polling import wait_until
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dualpath.cli", *args],
+        [sys.executable, "-m", "dualpath.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=240,
@@ -90,7 +90,7 @@ def test_sim_online_with_aps(tmp_path: Path) -> None:
 
 CTRL_C_CLI = (
     "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "sys.argv[0] = 'dualpath'; runpy.run_module('dualpath.cli', run_name='__main__')"
+    "sys.argv[0] = 'dualpath'; runpy.run_module('dualpath.cli.main', run_name='__main__')"
 )
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dualpath.core.clock import RealClock, SimulationDeadlockError, VirtualClock, run_virtual
+from dualpath.model.core.clock import RealClock, SimulationDeadlockError, VirtualClock, run_virtual
 
 
 def test_virtual_time_jumps_without_wall_time() -> None:

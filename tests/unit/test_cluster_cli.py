@@ -1,5 +1,5 @@
 """`dualpath cluster ...` without a container engine: argument handling and its one-line
-errors, then the control logic (services/dualpath/containers/) against a fake Docker client
+errors, then the control logic (services/dualpath/deploy/containers/) against a fake Docker client
 that behaves as podman 4.3 did when measured (docs/containers.md). The real engine is
 exercised by `make compose-test` (scripts/containers/compose-test.sh, step `faults`)."""
 
@@ -12,12 +12,12 @@ import pytest
 from docker.errors import APIError
 from typer.testing import CliRunner
 
-from dualpath.cli import app
-from dualpath.containers import control
-from dualpath.containers.clients import Turn, Window, summarize
-from dualpath.containers.control import Cluster, ControlError
-from dualpath.containers.faults import ContainerFaults, parse, parse_all, run
-from dualpath.faults.spec import FaultError
+from dualpath.cli.main import app
+from dualpath.deploy.containers import control
+from dualpath.deploy.containers.clients import Turn, Window, summarize
+from dualpath.deploy.containers.control import Cluster, ControlError
+from dualpath.deploy.containers.faults import ContainerFaults, parse, parse_all, run
+from dualpath.model.faults.spec import FaultError
 
 pytestmark = pytest.mark.timeout(30)
 NET = "dualpath_default"
@@ -167,7 +167,7 @@ class FakeNetworks:
 
 
 class Engine:
-    """The parts of docker.DockerClient that control.py uses."""
+    """The parts of docker.DockerClient that runtimes/process/control.py uses."""
 
     def __init__(self, *containers: FakeContainer) -> None:
         self.all = list(containers)

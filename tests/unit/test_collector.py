@@ -1,4 +1,5 @@
-"""GC pacing of virtual runs (core/collector.py): slower inside, restored after, even on error."""
+"""GC pacing of virtual runs (model/core/collector.py): slower inside, restored after, even on
+error."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import gc
 
 import pytest
 
-from dualpath.core.collector import SPARSE_GEN0, sparse_collection
+from dualpath.model.core.collector import SPARSE_GEN0, sparse_collection
 
 
 def test_young_threshold_is_raised_inside_and_restored_after() -> None:

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dualpath.cli import app
-from dualpath.config.presets import resolve
+from dualpath.cli.main import app
 from dualpath.deploy.compose import SCENARIO_MOUNT
+from dualpath.model.config.presets import resolve
 
 from .test_deploy_files import ROOT, Invocation, _serve, unreal_options
 

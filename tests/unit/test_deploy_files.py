@@ -38,10 +38,10 @@ import pytest
 import yaml
 
 from dualpath import probe
-from dualpath.cli_common import validate
-from dualpath.config.presets import load_preset, preset_names, resolve
-from dualpath.config.settings import Scenario
-from dualpath.serving.options import ROLES, ServeOptions
+from dualpath.cli.common import validate
+from dualpath.model.config.presets import load_preset, preset_names, resolve
+from dualpath.model.config.settings import Scenario
+from dualpath.runtimes.process.serving.options import ROLES, ServeOptions
 from tests.paths import REPO
 
 ROOT = REPO
@@ -200,7 +200,7 @@ def _dualpath(*args: str) -> subprocess.CompletedProcess[str]:
     cmd = (
         [str(script)]
         if script.exists()
-        else [sys.executable, "-c", "from dualpath.cli import main; main()"]
+        else [sys.executable, "-c", "from dualpath.cli.main import main; main()"]
     )
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
     return subprocess.run(

@@ -24,9 +24,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dualpath.cli import app
-from dualpath.config.presets import resolve
+from dualpath.cli.main import app
 from dualpath.deploy.resources import pod_resources
+from dualpath.model.config.presets import resolve
 
 from .test_deploy_files import K8S, KUSTOMIZATIONS, OVERLAYS, ROOT, kubectl
 

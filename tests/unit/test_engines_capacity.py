@@ -1,4 +1,4 @@
-"""engines/capacity.py: a FIFO byte pool (DRAM buffers, HBM) and a join of completions."""
+"""model/engines/capacity.py: a FIFO byte pool (DRAM buffers, HBM) and a join of completions."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.engines.capacity import CapacityError, CapacityPool, Join
+from dualpath.model.core.clock import VirtualClock, run_virtual
+from dualpath.model.engines.capacity import CapacityError, CapacityPool, Join
 
 
 def test_capacity_waits_fifo_and_releases() -> None:

@@ -1,4 +1,4 @@
-"""engines/decode.py: the decode unit's chunk announcements (what a stream paces its tokens
+"""model/engines/decode.py: the decode unit's chunk announcements (what a stream paces its tokens
 by) agree with the request's own timings, also when joins cut chunks short and re-time
 their tokens; every block a turn fills is persisted, whole blocks only, before it ends."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from dualpath.blocks import BlockRange
-from dualpath.config.presets import resolve
-from dualpath.core.clock import VirtualClock
-from dualpath.entities.request import EngineState, Request
-from dualpath.runtime.sim import (
+from dualpath.model.blocks import BlockRange
+from dualpath.model.config.presets import resolve
+from dualpath.model.core.clock import VirtualClock
+from dualpath.model.entities.request import EngineState, Request
+from dualpath.runtimes.virtual.sim import (
     RequestIds,
     make_workload,
     run_agent,
@@ -103,7 +103,7 @@ def test_every_filled_block_is_persisted_before_the_turn_ends() -> None:
 
 
 def test_step_statistics_add_up_to_the_turns() -> None:
-    """vLLM's per-step metrics (entities/steps.py) on virtual time: the engines' step tokens
+    """vLLM's per-step metrics (model/entities/steps.py) on virtual time: the engines' step tokens
     are the prompt tokens prefilled plus every token generated, and the inter-token gaps are
     one per token after the first and add up to each turn's decode time."""
     sc = resolve("smoke", {"workload": {"agents": 4}}, [])
@@ -136,7 +136,8 @@ def test_step_statistics_add_up_to_the_turns() -> None:
 
 
 def test_running_batches_show_each_des_batch_while_it_decodes() -> None:
-    """The read-only view a runtime's gauges use (serving/node_io.py): every DE of the unit,
+    """The read-only view a runtime's gauges use (runtimes/process/serving/node_io.py): every DE of
+    the unit,
     in engine order, with its running requests and their context; empty once all ended."""
     sc = resolve("smoke", {"workload": {"agents": 4}}, [])
     workload = make_workload(sc)

@@ -1,4 +1,4 @@
-"""engines/prefill.py on virtual time: every turn is released (its first token sampled) once
+"""model/engines/prefill.py on virtual time: every turn is released (its first token sampled) once
 all of its prompt has KV, and handed to its DE only after that; each turn's hit KV goes
 into PE HBM exactly once, on its first chunk; Basic (not layerwise) takes the same turns
 to completion."""
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.core.clock import VirtualClock
-from dualpath.entities.request import Request
-from dualpath.runtime.sim import (
+from dualpath.model.config.presets import resolve
+from dualpath.model.core.clock import VirtualClock
+from dualpath.model.entities.request import Request
+from dualpath.runtimes.virtual.sim import (
     RequestIds,
     make_workload,
     run_agent,

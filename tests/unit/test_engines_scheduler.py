@@ -1,4 +1,4 @@
-"""engines/scheduler.py: group leaders fetch periodically (skipping the polls where nothing
+"""model/engines/scheduler.py: group leaders fetch periodically (skipping the polls where nothing
 changed is equivalent), several engine groups share the work, placement skips nodes that
 are down, and a request no decode GPU could ever hold fails at once, naming the setting."""
 
@@ -9,12 +9,12 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from dualpath.core.clock import VirtualClock
-from dualpath.engines.capacity import CapacityError, CapacityPool
-from dualpath.engines.scheduler import GlobalScheduler
-from dualpath.entities.request import NodeState, Request
-from dualpath.runtime.cluster import build_cluster
-from dualpath.runtime.sim import (
+from dualpath.model.core.clock import VirtualClock
+from dualpath.model.engines.capacity import CapacityError, CapacityPool
+from dualpath.model.engines.scheduler import GlobalScheduler
+from dualpath.model.entities.request import NodeState, Request
+from dualpath.runtimes.cluster import build_cluster
+from dualpath.runtimes.virtual.sim import (
     RequestIds,
     make_workload,
     run_agent,
@@ -217,7 +217,8 @@ def test_a_runtime_that_replaces_the_read_seam_refuses_after_read() -> None:
     assert "fidelity.de_buffer_for_pe_reads=after-read" in run_virtual_loop(build)
 
 
-# --- the public seams the process runtime uses (serving/recovery.py, remote_scheduler.py) ---
+# --- the public seams the process runtime uses (runtimes/process/serving/recovery.py,
+# remote_scheduler.py) ---
 def test_live_engines_leave_out_the_nodes_that_are_down() -> None:
     sc = small("topology.decode_nodes=2", "topology.decode_group_nodes=2")
 

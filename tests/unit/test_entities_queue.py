@@ -1,4 +1,4 @@
-"""entities/queue.py: a private DE queue keeps Σ len_r exact under every mutation."""
+"""model/entities/queue.py: a private DE queue keeps Σ len_r exact under every mutation."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from dualpath.entities.queue import TokenQueue
-from dualpath.entities.request import Request
+from dualpath.model.entities.queue import TokenQueue
+from dualpath.model.entities.request import Request
 
 
 @pytest.fixture

@@ -21,13 +21,13 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from dualpath.cli import app
-from dualpath.config.settings import Scenario
+from dualpath.cli.main import app
 from dualpath.experiments import Experiment, Results, RunSpec, Summary, experiments, run_experiment
 from dualpath.experiments.indexed import run_index
 from dualpath.experiments.scenarios import ARM_27B, build
 from dualpath.experiments.stages import StageError, stage_specs
-from dualpath.runtime import sim
+from dualpath.model.config.settings import Scenario
+from dualpath.runtimes.virtual import sim
 
 from .test_deploy_k8s import validate_strict
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from dualpath.config.presets import ConfigError, resolve
-from dualpath.faults import Fault, FaultError, check_targets, parse, parse_all
-from dualpath.faults.checker import ClientRecord, check
-from dualpath.faults.spec import virtual_faults_only
-from dualpath.runtime.sim import simulate
+from dualpath.model.config.presets import ConfigError, resolve
+from dualpath.model.faults import Fault, FaultError, check_targets, parse, parse_all
+from dualpath.model.faults.checker import ClientRecord, check
+from dualpath.model.faults.spec import virtual_faults_only
+from dualpath.runtimes.virtual.sim import simulate
 
 
 def test_parse_every_kind() -> None:

@@ -10,16 +10,16 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from dualpath.config.settings import build_scenario
-from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.entities.request import EngineState, NodeState, Request
-from dualpath.policies.base import Limits
-from dualpath.policies.registry import UnknownPolicyError, default_registry
-from dualpath.roofline import Roofline
-from dualpath.roofline.calibration import fit_end_to_end, fit_per_phase
-from dualpath.roofline.geometry import geometry
-from dualpath.roofline.profiles import ModelProfile, load_gpu, load_model
-from dualpath.runtime.cluster import build_cluster
+from dualpath.model.config.settings import build_scenario
+from dualpath.model.core.clock import VirtualClock, run_virtual
+from dualpath.model.entities.request import EngineState, NodeState, Request
+from dualpath.model.policies.base import Limits
+from dualpath.model.policies.registry import UnknownPolicyError, default_registry
+from dualpath.model.roofline import Roofline
+from dualpath.model.roofline.calibration import fit_end_to_end, fit_per_phase
+from dualpath.model.roofline.geometry import geometry
+from dualpath.model.roofline.profiles import ModelProfile, load_gpu, load_model
+from dualpath.runtimes.cluster import build_cluster
 
 H800 = load_gpu("h800")
 
@@ -211,8 +211,8 @@ def test_hbm_reserve_fraction_takes_the_larger_reserve() -> None:
 def test_running_caps_at_engine_defaults_change_nothing_and_a_small_one_slows() -> None:
     """vLLM's max_num_seqs (256/1024) is far above the smoke run's batches: the same run;
     one request per decode GPU serialises decode and the job takes longer."""
-    from dualpath.config.presets import resolve
-    from dualpath.runtime.sim import simulate
+    from dualpath.model.config.presets import resolve
+    from dualpath.runtimes.virtual.sim import simulate
 
     def jct(**engine: int) -> float:
         sc = resolve("smoke", {"workload": {"agents": 4}, "engine": engine}, [])
@@ -225,8 +225,8 @@ def test_running_caps_at_engine_defaults_change_nothing_and_a_small_one_slows() 
 
 # --- Table 2's reading: Append and Gen as pooled per-turn means -----------------------------
 def test_the_pooled_reading_has_larger_turns_and_keeps_context() -> None:
-    from dualpath.workload.stats import trajectory_stats
-    from dualpath.workload.synthetic import pooled_trajectories, synthetic_trajectories
+    from dualpath.model.workload.stats import trajectory_stats
+    from dualpath.model.workload.synthetic import pooled_trajectories, synthetic_trajectories
 
     today = trajectory_stats(synthetic_trajectories(64 * 1024, 500, 0))
     pooled = trajectory_stats(pooled_trajectories(64 * 1024, 500, 0))
@@ -237,7 +237,7 @@ def test_the_pooled_reading_has_larger_turns_and_keeps_context() -> None:
 
 
 def test_the_pooled_reading_refuses_a_maxlen_it_was_not_fitted_for() -> None:
-    from dualpath.workload.synthetic import pooled_trajectories
+    from dualpath.model.workload.synthetic import pooled_trajectories
 
     with pytest.raises(ValueError, match=r"synthetic-pooled.*64k only"):
         pooled_trajectories(32 * 1024, 4, 0)

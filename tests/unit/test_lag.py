@@ -1,4 +1,4 @@
-"""The emulation-lag meter (core/lag.py): every sample of a long run counts, quantiles
+"""The emulation-lag meter (model/core/lag.py): every sample of a long run counts, quantiles
 within the stated 1 % relative error, bounded memory, exported as a real histogram."""
 
 from __future__ import annotations
@@ -10,9 +10,16 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dualpath.core.clock import RealClock
-from dualpath.core.lag import EXPORT_BOUNDS, GAMMA, MIN_LAG_S, REL_ERROR, LagMeter, bucket_quantile
-from dualpath.serving.prom import ServiceCollector, lag_summary, registry_for
+from dualpath.model.core.clock import RealClock
+from dualpath.model.core.lag import (
+    EXPORT_BOUNDS,
+    GAMMA,
+    MIN_LAG_S,
+    REL_ERROR,
+    LagMeter,
+    bucket_quantile,
+)
+from dualpath.runtimes.process.serving.prom import ServiceCollector, lag_summary, registry_for
 
 N = 1_000_000
 BOUND = REL_ERROR * (1 + 1e-9)  # the bound, plus float rounding at a bucket's edge

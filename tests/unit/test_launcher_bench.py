@@ -7,7 +7,7 @@ import asyncio
 
 from aiohttp import web
 
-from dualpath.launcher.bench import _agents
+from dualpath.bench.process import _agents
 
 
 async def _serve_then_measure() -> tuple[list[float], dict[int, int]]:

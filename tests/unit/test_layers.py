@@ -81,14 +81,16 @@ def test_every_kind_of_import_counts(tmp_path: Path) -> None:
     """Type-only, function-local, relative and `from dualpath import x` imports are edges."""
     root = tmp_path / "dualpath"
     _write(root, "__init__.py", "")
-    _write(root, "core/__init__.py", "")
-    _write(root, "core/clock.py", "from . import ticks\nfrom .ticks import tick\n")
-    _write(root, "core/ticks.py", "def tick() -> None: ...\n")
-    type_only = "import typing\nif typing.TYPE_CHECKING:\n    from dualpath.engines.unit import U\n"
-    _write(root, "entities/__init__.py", type_only)
-    _write(root, "engines/__init__.py", "")
-    _write(root, "engines/unit.py", "from ..core.clock import tick\nclass U: ...\n")
-    _write(root, "engines/late.py", "def f() -> None:\n    import dualpath.report.build\n")
+    _write(root, "model/core/__init__.py", "")
+    _write(root, "model/core/clock.py", "from . import ticks\nfrom .ticks import tick\n")
+    _write(root, "model/core/ticks.py", "def tick() -> None: ...\n")
+    type_only = (
+        "import typing\nif typing.TYPE_CHECKING:\n    from dualpath.model.engines.unit import U\n"
+    )
+    _write(root, "model/entities/__init__.py", type_only)
+    _write(root, "model/engines/__init__.py", "")
+    _write(root, "model/engines/unit.py", "from ..core.clock import tick\nclass U: ...\n")
+    _write(root, "model/engines/late.py", "def f() -> None:\n    import dualpath.report.build\n")
     _write(root, "report/__init__.py", "")
     _write(root, "report/build.py", "from dualpath import engines, plugins\n")
     _write(root, "plugins.py", "import json\nimport dualpath\n")
@@ -112,10 +114,12 @@ def test_a_runtime_reaching_a_private_name_is_a_violation(tmp_path: Path) -> Non
     root = tmp_path / "dualpath"
     _write(root, "__init__.py", "")
     model = "class S:\n    __slots__ = ('_n',)\n    def _live(self) -> None: ...\n"
-    _write(root, "engines/sched.py", model + "def _helper() -> None: ...\n")
-    _write(root, "links/use.py", "def f(s: object) -> None:\n    s._n\n")  # model: not checked
+    _write(root, "model/engines/sched.py", model + "def _helper() -> None: ...\n")
+    _write(
+        root, "model/links/use.py", "def f(s: object) -> None:\n    s._n\n"
+    )  # model: not checked
     runtime = (
-        "from dualpath.engines.sched import S, _helper\n"  # line 1: a private import
+        "from dualpath.model.engines.sched import S, _helper\n"  # line 1: a private import
         "class R(S):\n"
         "    def _own(self) -> None: ...\n"
         "    def go(self, other: S) -> None:\n"
@@ -123,15 +127,15 @@ def test_a_runtime_reaching_a_private_name_is_a_violation(tmp_path: Path) -> Non
         "        other._n\n"  # line 6: another object's
         "        self._own(); self.__class__; other._replace()\n"  # own, dunder, allowed
     )
-    _write(root, "serving/run.py", runtime)
+    _write(root, "runtimes/process/serving/run.py", runtime)
     found = private_reach_ins(root)
     assert found == [
-        "serving/run.py:1: imports _helper from dualpath.engines.sched",
-        "serving/run.py:5: self._live: a private name of the model, inherited",
-        "serving/run.py:6: other._n: a private attribute of another object",
+        "runtimes/process/serving/run.py:1: imports _helper from dualpath.model.engines.sched",
+        "runtimes/process/serving/run.py:5: self._live: a private name of the model, inherited",
+        "runtimes/process/serving/run.py:6: other._n: a private attribute of another object",
     ]
     assert main([str(root)]) == 1
-    (root / "serving/run.py").write_text(
+    (root / "runtimes/process/serving/run.py").write_text(
         "class R:\n    def _live(self) -> None:\n        self._live()\n"
     )
     assert private_reach_ins(root) == []  # a runtime's own private method is its own

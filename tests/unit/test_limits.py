@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.engines.hardware import GBPS_TO_BYTES
-from dualpath.entities.request import ReadPath
-from dualpath.roofline import Roofline, load_gpu, load_model
-from dualpath.runtime.cluster import derive_limits
+from dualpath.model.config.presets import resolve
+from dualpath.model.engines.hardware import GBPS_TO_BYTES
+from dualpath.model.entities.request import ReadPath
+from dualpath.model.roofline import Roofline, load_gpu, load_model
+from dualpath.runtimes.cluster import derive_limits
 
 CONTEXT, APPEND = 32_000, 400
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualpath.links.arbitration import (
+from dualpath.model.links.arbitration import (
     VlArbitration,
     allocate,
     equal_waterfill,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.links import Fabric, Flow, Link, paper_cnic_arbitration, saturated_shares
+from dualpath.model.core.clock import VirtualClock, run_virtual
+from dualpath.model.links import Fabric, Flow, Link, paper_cnic_arbitration, saturated_shares
 
 GB = 1e9
 N_LINKS = 6

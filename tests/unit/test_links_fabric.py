@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.links import Fabric, Flow, Link, VlArbitration, paper_cnic_arbitration
-from dualpath.links.bench import bench_fabric
+from dualpath.bench.links import bench_fabric
+from dualpath.model.core.clock import VirtualClock, run_virtual
+from dualpath.model.links import Fabric, Flow, Link, VlArbitration, paper_cnic_arbitration
 
 GB = 1e9
 MTU = 4096

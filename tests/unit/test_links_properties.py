@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dualpath.core.clock import RealClock, VirtualClock, run_virtual
-from dualpath.links import Fabric, Flow, Link, paper_cnic_arbitration
+from dualpath.model.core.clock import RealClock, VirtualClock, run_virtual
+from dualpath.model.links import Fabric, Flow, Link, paper_cnic_arbitration
 
 N_LINKS = 5
 BUCKET = 0.25

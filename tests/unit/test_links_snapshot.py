@@ -1,4 +1,4 @@
-"""links/snapshot.py: a link's counters carried from a service process to the report."""
+"""model/links/snapshot.py: a link's counters carried from a service process to the report."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.links import Fabric
-from dualpath.links.link import LinkCounters
-from dualpath.links.snapshot import restore, snapshot
+from dualpath.model.core.clock import VirtualClock, run_virtual
+from dualpath.model.links import Fabric
+from dualpath.model.links.link import LinkCounters
+from dualpath.model.links.snapshot import restore, snapshot
 
 
 def test_link_snapshot_restores_counters_and_drops_the_idle_prefix() -> None:

@@ -1,5 +1,5 @@
 """Structured logs (dualpath/logs.py) and the plain progress line of a run without a
-terminal (cli.py `_ProgressLine`)."""
+terminal (cli/main.py `_ProgressLine`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dualpath.cli import app
+from dualpath.cli.main import app
 from dualpath.logs import (
     FORMAT_ENV,
     LEVEL_ENV,
@@ -170,7 +170,7 @@ def _sim(tmp_path: Path, *args: str, every: str) -> subprocess.CompletedProcess[
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DP_", "DUALPATH_"))}
     env["DUALPATH_PROGRESS_S"] = every
     return subprocess.run(
-        [sys.executable, "-m", "dualpath.cli", "sim", "--preset", "smoke", *args],
+        [sys.executable, "-m", "dualpath.cli.main", "sim", "--preset", "smoke", *args],
         capture_output=True,  # stderr is a pipe: no terminal
         text=True,
         timeout=SUBPROCESS_TIMEOUT_S,

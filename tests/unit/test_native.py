@@ -18,9 +18,9 @@ from dualpath import native
 # `basic` and `dualpath-split` are interpreted subclasses of compiled policy classes.
 _PROBE = """
 import json, sys
-from dualpath.config.presets import resolve
+from dualpath.model.config.presets import resolve
 from dualpath import native
-from dualpath.runtime.sim import simulate
+from dualpath.runtimes.virtual.sim import simulate
 sc = resolve("paper-ds660b-2p4d", {"workload": {"agents": 8}, "seed": 3}, sys.argv[1:])
 r = simulate(sc)
 r.pop("runtime")
@@ -41,7 +41,7 @@ def test_a_build_of_other_sources_is_ignored(
     """Only a build whose digest matches the sources on disk is ever loaded."""
     stale = tmp_path / "0123456789abcdef0123"
     stale.mkdir()
-    (stale / "manifest.json").write_text(json.dumps({"files": {"dualpath.links.x": "x.so"}}))
+    (stale / "manifest.json").write_text(json.dumps({"files": {"dualpath.model.links.x": "x.so"}}))
     monkeypatch.setenv("DUALPATH_NATIVE", "1")
     monkeypatch.setenv("DUALPATH_NATIVE_DIR", str(tmp_path))
     assert native.digest() != stale.name
@@ -62,7 +62,7 @@ def test_an_edit_anywhere_in_the_package_invalidates_the_build(
     before = native.digest()
     settings = copy / "dualpath" / "config" / "settings.py"
     settings.write_text(settings.read_text() + "\n# edited\n")
-    assert "dualpath.config.settings" not in native.MODULES
+    assert "dualpath.model.config.settings" not in native.MODULES
     assert native.digest() != before
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dualpath.entities.metrics import RequestRecord
+from dualpath.model.entities.metrics import RequestRecord
 from dualpath.report.online import (
     MAX_DURATION,
     STEADY_STATE,

@@ -1,4 +1,5 @@
-"""The asyncio pacer of real payloads (serving/pacing.py): the rate formula's direction,
+"""The asyncio pacer of real payloads (runtimes/process/serving/pacing.py): the rate formula's
+direction,
 which VLs a link serves first, and the shell following its pure model on a real loop."""
 
 from __future__ import annotations
@@ -8,9 +9,15 @@ import time
 
 import pytest
 
-from dualpath.core.clock import VirtualClock, VirtualTimeLoop
-from dualpath.links import Fabric, paper_cnic_arbitration
-from dualpath.serving.pacing import LinkPace, Pacer, link_paces, node_pacer, paced_rate
+from dualpath.model.core.clock import VirtualClock, VirtualTimeLoop
+from dualpath.model.links import Fabric, paper_cnic_arbitration
+from dualpath.runtimes.process.serving.pacing import (
+    LinkPace,
+    Pacer,
+    link_paces,
+    node_pacer,
+    paced_rate,
+)
 
 KIB = 1024
 

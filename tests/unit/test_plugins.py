@@ -12,24 +12,24 @@ from typing import Any
 
 import pytest
 
-from dualpath.config.workload_sources import WORKLOAD_SOURCES, WorkloadSource, source_catalog
-from dualpath.entities.request import NodeState, ReadPath, Request
 from dualpath.experiments.base import Experiment, Results, RunSpec, Summary
 from dualpath.experiments.registry import experiment_catalog
-from dualpath.plugins import EXPERIMENTS, GROUPS, POLICIES, PROFILES, Catalog
-from dualpath.plugins import WORKLOAD_SOURCES as SOURCES
-from dualpath.policies.base import Limits
-from dualpath.policies.dualpath import DualPath
-from dualpath.policies.registry import (
+from dualpath.model.config.workload_sources import WORKLOAD_SOURCES, WorkloadSource, source_catalog
+from dualpath.model.entities.request import NodeState, ReadPath, Request
+from dualpath.model.policies.base import Limits
+from dualpath.model.policies.dualpath import DualPath
+from dualpath.model.policies.registry import (
     UnknownPolicyError,
     build_registry,
     builtin_policies,
     default_registry,
     policy_catalog,
 )
-from dualpath.roofline import profile_files
-from dualpath.roofline.profile_files import build_shelf, plugin_folders
-from dualpath.roofline.profiles import ProfileError, gpu_names, load_gpu
+from dualpath.model.roofline import profile_files
+from dualpath.model.roofline.profile_files import build_shelf, plugin_folders
+from dualpath.model.roofline.profiles import ProfileError, gpu_names, load_gpu
+from dualpath.plugins import EXPERIMENTS, GROUPS, POLICIES, PROFILES, Catalog
+from dualpath.plugins import WORKLOAD_SOURCES as SOURCES
 from tests.paths import REPO
 
 LIMITS = Limits(alpha=100, beta=100, compute_quota_s=0.3, kv_bytes_per_token=10)

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
-from dualpath.policies.base import Limits, quota_batch
-from dualpath.policies.registry import UnknownPolicyError, default_registry
+from dualpath.model.entities.request import EngineState, NodeState, ReadPath, Request
+from dualpath.model.policies.base import Limits, quota_batch
+from dualpath.model.policies.registry import UnknownPolicyError, default_registry
 
 LIMITS = Limits(alpha=1000, beta=1000, compute_quota_s=0.3, kv_bytes_per_token=10)
 

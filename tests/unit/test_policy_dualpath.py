@@ -12,10 +12,10 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
-from dualpath.policies.base import BatchItem, Limits, SchedulingPolicy, quota_batch
-from dualpath.policies.dualpath import DualPath, Oracle
-from dualpath.policies.registry import default_registry
+from dualpath.model.entities.request import EngineState, NodeState, ReadPath, Request
+from dualpath.model.policies.base import BatchItem, Limits, SchedulingPolicy, quota_batch
+from dualpath.model.policies.dualpath import DualPath, Oracle
+from dualpath.model.policies.registry import default_registry
 
 ALPHA = 1000
 BETA = 1000

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dualpath.entities.request import EngineState, NodeState, Request
-from dualpath.policies.base import Limits, prefill_tokens, quota_batch
-from dualpath.policies.dualpath import DualPath
-from dualpath.policies.registry import default_registry
+from dualpath.model.entities.request import EngineState, NodeState, Request
+from dualpath.model.policies.base import Limits, prefill_tokens, quota_batch
+from dualpath.model.policies.dualpath import DualPath
+from dualpath.model.policies.registry import default_registry
 
 NAMES = default_registry().names()
 PROPS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

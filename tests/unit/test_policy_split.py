@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.engines.scheduler import GlobalScheduler
-from dualpath.entities.request import NodeState, ReadPath, Request
-from dualpath.policies.base import Limits
-from dualpath.policies.registry import default_registry
-from dualpath.policies.split import DualPathSplit, pe_share
+from dualpath.model.config.presets import resolve
+from dualpath.model.engines.scheduler import GlobalScheduler
+from dualpath.model.entities.request import NodeState, ReadPath, Request
+from dualpath.model.policies.base import Limits
+from dualpath.model.policies.registry import default_registry
+from dualpath.model.policies.split import DualPathSplit, pe_share
 from dualpath.report.build import build_report
-from dualpath.runtime.cluster import build_cluster
-from dualpath.runtime.sim import SimOutcome, run_offline, run_virtual_loop
+from dualpath.runtimes.cluster import build_cluster
+from dualpath.runtimes.virtual.sim import SimOutcome, run_offline, run_virtual_loop
 
 pytestmark = pytest.mark.timeout(120)
 

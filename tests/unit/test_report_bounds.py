@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.entities.metrics import RequestRecord
+from dualpath.model.config.presets import resolve
+from dualpath.model.entities.metrics import RequestRecord
 from dualpath.report.bounds import (
     ClusterFacts,
     Traffic,
@@ -24,7 +24,7 @@ from dualpath.report.bounds import (
     ttft_stages,
 )
 from dualpath.report.render import markdown_report
-from dualpath.runtime.sim import simulate
+from dualpath.runtimes.virtual.sim import simulate
 
 
 class Linear:

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from dualpath.config.presets import resolve
-from dualpath.entities.metrics import RequestRecord
+from dualpath.model.config.presets import resolve
+from dualpath.model.entities.metrics import RequestRecord
+from dualpath.model.roofline import Roofline, load_gpu, load_model
+from dualpath.model.workload.script import ScriptTurn
 from dualpath.report.breakdown import STAGES, stage_times, ttft_breakdown
 from dualpath.report.floor import FLOOR_TOLERANCE, FloorModel
 from dualpath.report.plots import breakdown_png_name, write_png
 from dualpath.report.render import markdown_report
-from dualpath.roofline import Roofline, load_gpu, load_model
-from dualpath.runtime.sim import simulate
-from dualpath.workload.script import ScriptTurn
+from dualpath.runtimes.virtual.sim import simulate
 
 
 def _rec(path: str = "de", forward_s: float = 0.3, **kw: float) -> RequestRecord:

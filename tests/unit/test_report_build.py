@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from dualpath.config import workload_sources
+from dualpath.model.config import workload_sources
 from dualpath.report.build import build_report
-from dualpath.runtime.sim import run_offline
+from dualpath.runtimes.virtual.sim import run_offline
 from tests.sim.conftest import small
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from dualpath.config.presets import resolve
-from dualpath.config.settings import Scenario
+from dualpath.model.config.presets import resolve
+from dualpath.model.config.settings import Scenario
 from dualpath.report import schema as report_schema
 from dualpath.report.schema import (
     VALIDATE_ENV,
@@ -24,7 +24,7 @@ from dualpath.report.schema import (
     load_schema,
     validate_report,
 )
-from dualpath.runtime.sim import simulate
+from dualpath.runtimes.virtual.sim import simulate
 from tests.paths import REPO, TRACES
 
 DOC = (REPO / "docs" / "report.md").read_text(encoding="utf-8")
@@ -150,7 +150,8 @@ def test_the_runtimes_check_their_reports_when_asked(
 
 def test_the_runtime_does_not_import_jsonschema() -> None:
     code = (
-        "import sys, dualpath.cli, dualpath.runtime.sim, dualpath.launcher.run, "
+        "import sys, dualpath.cli.main, dualpath.runtimes.virtual.sim, "
+        "dualpath.runtimes.process.launcher.run, "
         "dualpath.report.schema; print('jsonschema' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dualpath.entities.metrics import RequestRecord
+from dualpath.model.entities.metrics import RequestRecord
 from dualpath.report.timeline import timeline
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualpath.roofline import (
+from dualpath.model.roofline import (
     Roofline,
     batch_throughput,
     load_gpu,
@@ -16,7 +16,7 @@ from dualpath.roofline import (
     render_table,
     roofline_table,
 )
-from dualpath.roofline.geometry import causal_pairs, geometry, topk_pairs
+from dualpath.model.roofline.geometry import causal_pairs, geometry, topk_pairs
 
 H800 = load_gpu("h800")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dualpath.roofline import ProductionFigures, Roofline, load_gpu, load_model
-from dualpath.roofline.calibration import (
+from dualpath.model.roofline import ProductionFigures, Roofline, load_gpu, load_model
+from dualpath.model.roofline.calibration import (
     S3_GROUPED_GEMM_H800,
     fit_end_to_end,
     fit_gemm_curve,

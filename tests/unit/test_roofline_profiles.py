@@ -8,7 +8,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from dualpath.roofline import ProfileError, gpu_names, load_gpu, load_model, model_names
+from dualpath.model.roofline import ProfileError, gpu_names, load_gpu, load_model, model_names
 
 
 def test_shipped_names() -> None:

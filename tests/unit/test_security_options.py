@@ -1,5 +1,6 @@
-"""Token loading and the loopback rule of `dualpath serve` (serving/options.py), and the
-password redaction of Redis URLs in messages (control/resilience.py)."""
+"""Token loading and the loopback rule of `dualpath serve` (runtimes/process/serving/options.py),
+and the
+password redaction of Redis URLs in messages (runtimes/process/control/resilience.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.control.resilience import redact_url
-from dualpath.serving.options import TOKEN_ENV, ServeOptions, is_loopback, load_token
+from dualpath.runtimes.process.control.resilience import redact_url
+from dualpath.runtimes.process.serving.options import (
+    TOKEN_ENV,
+    ServeOptions,
+    is_loopback,
+    load_token,
+)
 
 TOKEN = "0123456789abcdef"
 

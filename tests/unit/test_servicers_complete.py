@@ -13,9 +13,9 @@ from dualpath.rpc.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
-from dualpath.serving.node import NodeShell
-from dualpath.serving.scheduler import SchedulerShell
-from dualpath.serving.storage import StorageShell
+from dualpath.runtimes.process.serving.node import NodeShell
+from dualpath.runtimes.process.serving.scheduler import SchedulerShell
+from dualpath.runtimes.process.serving.storage import StorageShell
 
 
 @pytest.mark.parametrize(

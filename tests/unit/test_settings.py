@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.config.presets import ConfigError, parse_set, preset_names, resolve
+from dualpath.model.config.presets import ConfigError, parse_set, preset_names, resolve
 
 
 def test_presets_shipped() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dualpath.core.clock import VirtualClock, run_virtual
-from dualpath.serving.pacer import TokenPacer
+from dualpath.model.core.clock import VirtualClock, run_virtual
+from dualpath.runtimes.process.serving.pacer import TokenPacer
 
 Emits = list[tuple[float, int, float]]  # (released at, tokens, emulated time of the last)
 

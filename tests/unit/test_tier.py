@@ -8,11 +8,11 @@ from collections import deque
 
 import pytest
 
-from dualpath.blocks.tier import DramTier, TierRead, TierSet
-from dualpath.entities.request import EngineState, NodeState, ReadPath, Request
-from dualpath.policies.base import Limits
-from dualpath.policies.registry import default_registry
-from dualpath.policies.tier import DualPathTier, HiCache
+from dualpath.model.blocks.tier import DramTier, TierRead, TierSet
+from dualpath.model.entities.request import EngineState, NodeState, ReadPath, Request
+from dualpath.model.policies.base import Limits
+from dualpath.model.policies.registry import default_registry
+from dualpath.model.policies.tier import DualPathTier, HiCache
 
 LIMITS = Limits(alpha=1000, beta=1000, compute_quota_s=0.3, kv_bytes_per_token=10)
 
@@ -165,8 +165,8 @@ def test_the_tier_policies_are_registered() -> None:
 
 
 def test_the_process_runtime_refuses_the_tier_before_it_starts() -> None:
-    from dualpath.cli_common import validate
-    from dualpath.config.presets import resolve
+    from dualpath.cli.common import validate
+    from dualpath.model.config.presets import resolve
 
     sc = resolve("smoke", {}, ["tier.dram_bytes_per_node=1e9"])
     validate(sc)  # virtual time runs it

@@ -1,4 +1,4 @@
-"""The token bucket and its strict VL priority (links/token_bucket.py): exact arithmetic
+"""The token bucket and its strict VL priority (model/links/token_bucket.py): exact arithmetic
 (rates and sizes are powers of two, so every float below is exact), priority order, and
 the fluid rate as the limit of a one-frame burst."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dualpath.links.token_bucket import PriorityBuckets, TokenBucket, schedule
+from dualpath.model.links.token_bucket import PriorityBuckets, TokenBucket, schedule
 
 MTU = 4096.0
 RATE = 2.0**20  # bytes/s: a 4 KiB frame every 1/256 s

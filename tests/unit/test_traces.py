@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.blocks import BlockRange
-from dualpath.blocks.chain import ChainRegistry
-from dualpath.workload.script import ScriptTurn, Workload
-from dualpath.workload.traces import (
+from dualpath.model.blocks import BlockRange
+from dualpath.model.blocks.chain import ChainRegistry
+from dualpath.model.workload.script import ScriptTurn, Workload
+from dualpath.model.workload.traces import (
     HitStats,
     TraceError,
     detect_format,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dualpath.workload.traces import TraceError, infinite_cache_hit, load_trace
+from dualpath.model.workload.traces import TraceError, infinite_cache_hit, load_trace
 
 
 def _req(t: float, n_in: int, ids: list[Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -251,7 +251,7 @@ def test_cli_names_the_file_line_and_field_in_one_line(
     """`dualpath sim --trace` with a bad trace: exit 2, one line, nothing half-run."""
     from typer.testing import CliRunner
 
-    from dualpath.cli import app
+    from dualpath.cli.main import app
 
     bad = tmp_path / "bad.jsonl"
     good = {"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}

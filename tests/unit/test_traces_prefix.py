@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualpath.blocks.chain import ChainRegistry
-from dualpath.workload.script import Fork
-from dualpath.workload.traces import ChainPlanner, hit_stats, owner, plan_chains
-from dualpath.workload.traces.prefix import leading_hits
+from dualpath.model.blocks.chain import ChainRegistry
+from dualpath.model.workload.script import Fork
+from dualpath.model.workload.traces import ChainPlanner, hit_stats, owner, plan_chains
+from dualpath.model.workload.traces.prefix import leading_hits
 
 
 # --- infinite-cache hit --------------------------------------------------------------------

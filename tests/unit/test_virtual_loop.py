@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualpath.core.clock import VirtualClock, VirtualTimeLoop
+from dualpath.model.core.clock import VirtualClock, VirtualTimeLoop
 
 Trace = list[tuple[str, float]]
 # Few distinct delays, so that many events fall on the same instant (ties decide the order).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dualpath.workload import (
+from dualpath.model.workload import (
     BASE_TRAJECTORIES,
     TABLE2,
     Table2Row,
@@ -19,7 +19,7 @@ from dualpath.workload import (
     table2_row,
     trajectory_stats,
 )
-from dualpath.workload.synthetic import EXTRA_PREFIX_TOKENS, base_arrays
+from dualpath.model.workload.synthetic import EXTRA_PREFIX_TOKENS, base_arrays
 
 K = 1024
 

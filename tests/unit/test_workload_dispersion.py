@@ -20,19 +20,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dualpath.config.settings import Scenario, build_scenario
-from dualpath.config.workload_sources import build_workload
-from dualpath.workload import TABLE2, Table2Row, trajectory_stats
-from dualpath.workload.arrays import TurnArrays
-from dualpath.workload.shaped import (
+from dualpath.model.config.settings import Scenario, build_scenario
+from dualpath.model.config.workload_sources import build_workload
+from dualpath.model.workload import TABLE2, Table2Row, trajectory_stats
+from dualpath.model.workload.arrays import TurnArrays
+from dualpath.model.workload.shaped import (
     SHAPED_PROFILES,
     shaped_natural,
     shaped_profile_for,
     weka_shaped_trajectories,
 )
-from dualpath.workload.shaped_fit import shaped_stats
-from dualpath.workload.weka_shape import QUANTILE_LEVELS, derive, render
-from dualpath.workload.weka_shape_data import WEKA_SHAPE
+from dualpath.model.workload.shaped_fit import shaped_stats
+from dualpath.model.workload.weka_shape import QUANTILE_LEVELS, derive, render
+from dualpath.model.workload.weka_shape_data import WEKA_SHAPE
 from tests.paths import WEKA
 
 COLUMNS = ("turns", "append", "gen", "total", "context")

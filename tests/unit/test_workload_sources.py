@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from dualpath.config.settings import Scenario, build_scenario
-from dualpath.config.workload_sources import WORKLOAD_SOURCES, build_workload
-from dualpath.workload import parse_max_len, synthetic_trajectories
-from dualpath.workload.script import (
+from dualpath.model.config.settings import Scenario, build_scenario
+from dualpath.model.config.workload_sources import WORKLOAD_SOURCES, build_workload
+from dualpath.model.workload import parse_max_len, synthetic_trajectories
+from dualpath.model.workload.script import (
     AgentScript,
     ScriptTurn,
     Workload,
@@ -162,8 +162,8 @@ def test_workload_code_imports_no_async_stack() -> None:
     asyncio, aiohttp or grpc (docs/loadgen.md, Process boundaries)."""
     code = (
         "import sys\n"
-        "import dualpath.config.workload_sources, dualpath.workload.traces\n"
-        "import dualpath.workload.script\n"
+        "import dualpath.model.config.workload_sources, dualpath.model.workload.traces\n"
+        "import dualpath.model.workload.script\n"
         "bad = sorted({m.split('.')[0] for m in sys.modules} & {'asyncio', 'aiohttp', 'grpc'})\n"
         "assert not bad, bad\n"
     )
@@ -171,8 +171,8 @@ def test_workload_code_imports_no_async_stack() -> None:
 
 
 def test_trace_turns_keeps_each_sessions_first_turns() -> None:
-    from dualpath.config.presets import resolve
-    from dualpath.config.workload_sources import build_workload
+    from dualpath.model.config.presets import resolve
+    from dualpath.model.config.workload_sources import build_workload
 
     sets = ["workload.source=weka", f"workload.trace={WEKA}", "workload.trace_sessions=2"]
     whole = build_workload(resolve("smoke", {}, sets))

@@ -1,4 +1,5 @@
-"""The generated datasets reproduce the paper's Table 2 (definitions: dualpath.workload.stats).
+"""The generated datasets reproduce the paper's Table 2 (definitions:
+dualpath.model.workload.stats).
 
 Two levels of tolerance:
 
@@ -14,9 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from dualpath.workload import TABLE2, Table2Row, profile_for, synthetic_trajectories
-from dualpath.workload import trajectory_stats as stats
-from dualpath.workload.fit import profile_stats, table2_loss
+from dualpath.model.workload import TABLE2, Table2Row, profile_for, synthetic_trajectories
+from dualpath.model.workload import trajectory_stats as stats
+from dualpath.model.workload.fit import profile_stats, table2_loss
 
 COLUMNS = ("turns", "append", "gen", "total", "context")
 FIT_TOL = {"turns": 0.015, "append": 0.015, "gen": 0.015, "total": 0.01, "context": 0.01}

@@ -21,8 +21,6 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from dualpath.config.presets import load_preset, parse_set, preset_names, set_path
-from dualpath.config.settings import Scenario
 from dualpath.deploy import yamltext
 from dualpath.deploy.compose_templates import (
     ANCHORS,
@@ -34,6 +32,8 @@ from dualpath.deploy.compose_templates import (
     USAGE,
 )
 from dualpath.deploy.k8s import setting_leaves
+from dualpath.model.config.presets import load_preset, parse_set, preset_names, set_path
+from dualpath.model.config.settings import Scenario
 
 SCENARIO_MOUNT = "/etc/dualpath/scenario.yaml"
 DEFAULT_OUT = "docker-compose.yml"  # the committed file: the smoke preset

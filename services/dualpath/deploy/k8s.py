@@ -19,10 +19,10 @@ from importlib import resources as package_files
 from pathlib import Path
 from typing import Any
 
-from dualpath.config.presets import load_preset, parse_set, preset_names, set_path
-from dualpath.config.settings import Scenario
 from dualpath.deploy import yamltext
 from dualpath.deploy.resources import MEASURE_COMMANDS, Role, pod_resources
+from dualpath.model.config.presets import load_preset, parse_set, preset_names, set_path
+from dualpath.model.config.settings import Scenario
 
 RUNTIMES = ("cluster", "sim")
 # A suffix ends up in StatefulSet names: with `dualpath-prefill-` (17) a StatefulSet stays

@@ -30,8 +30,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dualpath.config.settings import Scenario
-from dualpath.workload import parse_max_len
+from dualpath.model.config.settings import Scenario
+from dualpath.model.workload import parse_max_len
 
 Role = Literal[
     "redis", "storage", "scheduler", "prefill", "decode", "locust-master", "locust-worker", "sim"

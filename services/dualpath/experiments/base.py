@@ -3,7 +3,8 @@
 An experiment never runs anything itself: `plan` (and optionally `more`, for refinements
 such as a bisection) returns `RunSpec`s, the runner executes them and hands the reports back
 to `summarize`, which compares them with the paper's figures (`Row`s), adds free-form tables
-and plot callbacks. Reports are `dualpath.report/v1` dicts (`dualpath.runtime.sim.simulate`);
+and plot callbacks. Reports are `dualpath.report/v1` dicts
+(`dualpath.runtimes.virtual.sim.simulate`);
 a failed run is `{"error": "..."}` in `results`, so `summarize` must read reports defensively
 (see `dualpath.experiments.extract`).
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from dualpath.config.settings import Scenario
+from dualpath.model.config.settings import Scenario
 
 Label = str | int | float
 Report = dict[str, Any]  # a dualpath.report/v1 dict, or {"error": "..."} for a failed run

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from dualpath.cli_common import fail
+from dualpath.cli.common import fail
 from dualpath.experiments.base import Experiment, RunSpec
 from dualpath.experiments.cache import SharedIndex, reuse
 from dualpath.experiments.outputs import Outcome, atomic_write

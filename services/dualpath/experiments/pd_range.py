@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from dualpath.config.settings import Scenario
 from dualpath.experiments import charts
 from dualpath.experiments.base import Experiment, Plot, Report, Results, RunSpec, Summary, Table
 from dualpath.experiments.extract import failed, fmt, mean, num, pick
@@ -26,6 +25,7 @@ from dualpath.experiments.scenarios import (
     run_key,
     topo,
 )
+from dualpath.model.config.settings import Scenario
 
 NAME = "pd-range"
 TOPOLOGIES = ((1, 7), (1, 4), (1, 2), (1, 1), (2, 1), (3, 1), (7, 2), (4, 1), (6, 1))

@@ -31,20 +31,20 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from dualpath.config.settings import Scenario
 from dualpath.experiments.base import Experiment, Report, RunSpec, Summary
 from dualpath.experiments.cache import SharedIndex, reuse
 from dualpath.experiments.extract import jct
 from dualpath.experiments.outputs import Outcome, RunRecord, atomic_write, write_outputs
 from dualpath.experiments.stages import collect_stage
 from dualpath.experiments.stages import unique as _unique
+from dualpath.model.config.settings import Scenario
 
 MAX_STAGES = 64  # bound on plan + more() stages (a refinement that never converges)
 
 
 def _simulate(scenario: Scenario, key: str = "") -> tuple[Report, float]:
     """Worker entry point (module level, so that it pickles)."""
-    from dualpath.runtime import sim  # looked up at call time: tests may patch it
+    from dualpath.runtimes.virtual import sim  # looked up at call time: tests may patch it
 
     t0 = time.perf_counter()
     report = sim.simulate(scenario, _InRun(key, scenario.workload.mode) if key else None)

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from dualpath.config.presets import resolve
-from dualpath.config.settings import Scenario
+from dualpath.model.config.presets import resolve
+from dualpath.model.config.settings import Scenario
 
 DS660B = "paper-ds660b-2p4d"
 DS27B = "paper-ds27b-1p1d"

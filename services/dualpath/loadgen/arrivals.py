@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 def poisson_times(rate: float, rng: random.Random) -> Iterator[float]:
     """Arrival times from 0 of a Poisson process at `rate` per second: cumulative Exp(rate)
-    gaps, the first one included (as `dualpath.workload.online_arrivals`); unbounded."""
+    gaps, the first one included (as `dualpath.model.workload.online_arrivals`); unbounded."""
     if not rate > 0:
         raise ValueError(f"rate must be > 0, got {rate}")
     t = 0.0

@@ -28,12 +28,12 @@ import gevent  # type: ignore[import-untyped]
 from locust.env import Environment
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from dualpath.config.presets import resolve
-from dualpath.config.settings import Scenario
 from dualpath.loadgen.arrivals import poisson_times, run_schedule
 from dualpath.loadgen.locust_report import detect_dilation, progress_record, slo_verdict
 from dualpath.loadgen.options import LoadOptions, OptionError, Plan, make_plan, parse_options
 from dualpath.loadgen.scripts import Workload, load_workload
+from dualpath.model.config.presets import resolve
+from dualpath.model.config.settings import Scenario
 
 log = logging.getLogger("dualpath.loadgen")
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dualpath.config.settings import Scenario
+from dualpath.model.config.settings import Scenario
 
 ARRIVALS = ("poisson", "closed", "scripted")
 DIALECTS = ("native", "openai")

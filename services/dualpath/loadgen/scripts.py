@@ -1,13 +1,13 @@
 """The agent scripts the load generator replays:
-`dualpath.config.workload_sources.build_workload` (synthetic Table 2 agents or a trace, by
+`dualpath.model.config.workload_sources.build_workload` (synthetic Table 2 agents or a trace, by
 `workload.source`), the same scripts both runtimes replay. Pure: the Locust process imports it.
 """
 
 from __future__ import annotations
 
-from dualpath.config.settings import Scenario
-from dualpath.config.workload_sources import build_workload
-from dualpath.workload.script import AgentScript, ScriptTurn, Workload
+from dualpath.model.config.settings import Scenario
+from dualpath.model.config.workload_sources import build_workload
+from dualpath.model.workload.script import AgentScript, ScriptTurn, Workload
 
 __all__ = ["AgentScript", "ScriptTurn", "Workload", "load_workload", "total_turns"]
 

@@ -34,14 +34,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dualpath.entities.metrics import RequestRecord
+from dualpath.model.entities.metrics import RequestRecord
 
 _PROBE = 1 << 20  # context used to read the decode step's per-token attention slopes
 BOUNDS = ("floor", "prefill", "decode", "storage_read", "cnic")
 
 
 class Compute(Protocol):
-    """What the bounds use of `dualpath.roofline.Roofline` (the engines' compute model)."""
+    """What the bounds use of `dualpath.model.roofline.Roofline` (the engines' compute model)."""
 
     kv_bytes_per_token: int
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from dualpath.entities.metrics import RequestRecord
+from dualpath.model.entities.metrics import RequestRecord
 
 STAGES = ("queue", "buffer_wait", "read", "prefill_wait", "transfer", "prefill")
 SUB_STAGES = ("queue_pe", "queue_de")  # the two halves of `queue`

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dualpath import native
-from dualpath.engines.hardware import GBPS_TO_BYTES
+from dualpath.model.engines.hardware import GBPS_TO_BYTES
+from dualpath.model.workload.script import Workload
+from dualpath.model.workload.traces import infinite_cache_hit
 from dualpath.report.bounds import ttft_stages
 from dualpath.report.breakdown import ttft_breakdown
 from dualpath.report.facts import run_bounds
@@ -20,12 +22,10 @@ from dualpath.report.floor import FloorModel, floor_section
 from dualpath.report.plots import WINDOW_S, snic_series
 from dualpath.report.tier import tier_bytes_from_dram, tier_section
 from dualpath.report.timeline import timeline
-from dualpath.workload.script import Workload
-from dualpath.workload.traces import infinite_cache_hit
 
 if TYPE_CHECKING:
-    from dualpath.engines.cluster import Cluster
-    from dualpath.links import Link
+    from dualpath.model.engines.cluster import Cluster
+    from dualpath.model.links import Link
 
 SCHEMA = "dualpath.report/v1"
 SERIES_BUCKET_S = 1.0  # the fabric records link bytes per second of emulated time

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dualpath.engines.hardware import GBPS_TO_BYTES
+from dualpath.model.engines.hardware import GBPS_TO_BYTES
 from dualpath.report.bounds import ClusterFacts, Traffic, bounds_section
 
 if TYPE_CHECKING:
-    from dualpath.engines.cluster import Cluster
+    from dualpath.model.engines.cluster import Cluster
 
 
 def cluster_facts(cluster: Cluster, sessions: int) -> ClusterFacts:

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from dualpath.entities.metrics import RequestRecord
-from dualpath.roofline import Roofline
-from dualpath.workload.script import AgentScript, ScriptTurn, Workload
+from dualpath.model.entities.metrics import RequestRecord
+from dualpath.model.roofline import Roofline
+from dualpath.model.workload.script import AgentScript, ScriptTurn, Workload
 
 FLOOR_TOLERANCE = 0.05  # JCT within 5 % of the floor: one agent's critical path sets the JCT
 _SLOPE_PROBE = 1 << 20  # context used to read the decode step's slopes (any size works)

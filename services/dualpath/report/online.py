@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dualpath.entities.metrics import RequestRecord
+from dualpath.model.entities.metrics import RequestRecord
 
 TTFT_SLO_EXCEEDED = "ttft_slo_exceeded"
 STEADY_STATE = "steady_state"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from dualpath.engines.cluster import Cluster
+    from dualpath.model.engines.cluster import Cluster
 
 WINDOW_S = 10.0
 

@@ -3,7 +3,8 @@
 `jsonschema` is a dev dependency, imported only when a report is checked: the runtimes never
 need it. With `DUALPATH_VALIDATE_REPORTS=1` (set for the whole test session by
 tests/conftest.py, inherited by every subprocess a test starts) each runtime checks the report
-it built before handing it to a writer (`runtime/sim.py` `simulate`, `launcher/run.py`
+it built before handing it to a writer (`runtimes/virtual/sim.py` `simulate`,
+`runtimes/process/launcher/run.py`
 `finish_run`), so a key that is added without being documented fails the tests at once.
 """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dualpath.engines.cluster import Cluster
+    from dualpath.model.engines.cluster import Cluster
 
 
 def tier_bytes_from_dram(cluster: Cluster) -> float:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dualpath.entities.metrics import RequestRecord
+from dualpath.model.entities.metrics import RequestRecord
 from dualpath.report.plots import WINDOW_S
 
 F64 = npt.NDArray[np.float64]

@@ -1,0 +1,1 @@
+"""`make bench`: the virtual-time runtime, the process runtime, Locust, the link fabric."""

@@ -1,0 +1,1 @@
+"""The `dualpath` command: one module per command group, named after the command."""

@@ -1,0 +1,80 @@
+"""Collaborators every engine shares, built once by the composition root."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from dualpath.model.blocks import BlockStore, ChainRegistry
+from dualpath.model.blocks.tier import TierSet
+from dualpath.model.config.settings import Engine, VirtualLanes
+from dualpath.model.core.clock import Clock
+from dualpath.model.engines.hardware import Hardware
+from dualpath.model.entities.metrics import Metrics
+from dualpath.model.entities.request import Request
+from dualpath.model.links import Link
+from dualpath.model.policies.base import SchedulingPolicy
+from dualpath.model.roofline import Roofline
+
+
+@dataclass(slots=True, eq=False)
+class FaultPlan:
+    """Faults injected on purpose (a detector self-test), shared by all engines."""
+
+    corrupt_left: int = 0  # persisted blocks still to corrupt in the store
+
+
+@dataclass(slots=True, eq=False)
+class EngineContext:
+    clock: Clock
+    hw: Hardware
+    roofline: Roofline
+    store: BlockStore
+    chains: ChainRegistry
+    metrics: Metrics
+    policy: SchedulingPolicy
+    engine: Engine
+    vl: VirtualLanes
+    layer_groups: list[int]  # layers per emulated step, summing to the model's layers
+    full_block_bytes: int
+    kv_token_layer: int  # KV bytes per token per layer
+    kv_token: int  # KV bytes per token, all layers
+    faults: FaultPlan
+    gpus_per_node: int
+    # fidelity.de_buffer_for_pe_reads == "after-read": a PE-path read takes its DE buffer
+    # space once it is in the PE buffer, not before it starts (docs/fidelity.md).
+    de_buffer_after_pe_read: bool = False
+    # Where transfers start: the fabric itself in one process; in the process runtime a
+    # transport that charges local hops here and remote hops in their owners' processes.
+    transport: Transport | None = None
+    # The host-DRAM KV tier of every node (docs/tier.md); None: off (the default).
+    tier: TierSet | None = None
+
+    def a2a_bytes(self, tokens: int, n_layers: int) -> float:
+        """Expert all-to-all bytes one GPU puts on its CNIC for `tokens` over `n_layers`.
+
+        DeepEP sends a token once per remote node and fans out over NVLink inside the node,
+        so only the RDMA share crosses the CNIC (0 when the EP group is a single node).
+        """
+        rl = self.roofline
+        per_layer = rl.a2a_rdma_bytes_per_layer(tokens, self.gpus_per_node)
+        return per_layer * n_layers * rl.moe_layers / rl.layers
+
+    def move(self, nbytes: float, hops: list[Link], vl: int, on_done: Callable[[], None]) -> None:
+        """Start a KV transfer; the Oracle baseline moves KV in zero time."""
+        if self.policy.oracle or nbytes <= 0:
+            self.clock.call_at(self.clock.now(), on_done)
+            return
+        (self.transport or self.hw.fabric).start(nbytes, hops, vl, on_done)
+
+
+class Transport(Protocol):
+    """Starts a transfer of `nbytes` over `hops`; calls `on_done` when every hop is done."""
+
+    def start(
+        self, nbytes: float, hops: list[Link], vl: int, on_done: Callable[[], None] | None = None
+    ) -> object: ...
+
+
+RequestHook = Callable[[Request], None]

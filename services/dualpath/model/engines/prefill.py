@@ -1,0 +1,234 @@
+"""Prefill engines (paper §4.1; docs/engines.md): layerwise prefill over both read paths, or the
+non-layerwise mode of the Basic baseline (whole prompt KV in HBM).
+
+The GPUs of one expert-parallel group run their forwards in lockstep (every MoE layer
+ends in an all-to-all across the group), so a `PrefillUnit` owns the engines of one EP
+group and each emulated layer step lasts as long as its slowest GPU. Dense models (DP
+only) get one unit per GPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Sequence
+
+from dualpath.model.engines.capacity import Join
+from dualpath.model.engines.context import EngineContext, RequestHook
+from dualpath.model.entities.request import EngineState, ReadPath, Request
+from dualpath.model.policies.base import BatchItem
+
+Batches = dict[str, list[BatchItem]]
+
+
+class PrefillUnit:
+    def __init__(
+        self,
+        ctx: EngineContext,
+        engines: Sequence[EngineState],
+        on_prefilled: RequestHook,
+        on_released: RequestHook,
+    ) -> None:
+        self.ctx = ctx
+        self.engines = list(engines)
+        self.ready: dict[str, deque[Request]] = {e.engine_id: deque() for e in engines}
+        self._on_prefilled = on_prefilled
+        self._on_released = on_released
+        self._wake: asyncio.Future[None] | None = None
+        self.running: dict[str, int] = {}  # engine_id -> requests in its current forward
+
+    def enqueue(self, req: Request) -> None:
+        """A request whose hit KV is in a DRAM buffer joins its PE's FIFO."""
+        assert req.pe is not None
+        self.ready[req.pe.engine_id].append(req)
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def run(self) -> None:
+        while True:
+            batches = self._form_batches()
+            if not batches:
+                self._wake = self.ctx.clock.create_future()
+                await self._wake
+                continue
+            await self._forward(batches)
+
+    def _form_batches(self) -> Batches:
+        ctx = self.ctx
+        out: Batches = {}
+        for e in self.engines:
+            q = self.ready[e.engine_id]
+            if not q:
+                continue
+            hbm = None if ctx.policy.layerwise else ctx.hw.gpu_of(e).kv_hbm
+            batch = ctx.policy.form_batch(q, ctx.roofline.prefill_attention_time, hbm)
+            if batch:
+                out[e.engine_id] = batch
+        return out
+
+    async def _forward(self, batches: Batches) -> None:
+        """Layerwise pipeline: loads stream back to back, layer l computes once its KV is
+        in HBM and layer l-1 is done, and each layer's KV then streams to the DE buffer.
+
+        A step of g layers is exact for that pipeline when the load rate is steady within
+        the step: with its load running over [ls, le] (per layer d = (le - ls)/g) and its
+        compute taking g*c, the step's last layer ends at
+        max(prev_end + g*c, ls + d + g*c, le + c) — the first and last layers bound it.
+        """
+        ctx = self.ctx
+        clock = ctx.clock
+        self._record_attention(batches)
+        self.running = {eid: len(batch) for eid, batch in batches.items()}
+        for batch in batches.values():
+            for item in batch:
+                if item.request.t_sched < 0:  # queued until its first forward (vLLM's sense)
+                    item.request.t_sched = clock.now()
+        a2a = self._start_a2a(batches)
+        outputs = Join()
+        pipeline_end = t_start = clock.now()
+        busy = 0.0  # roofline compute of the forward's layer steps (TTFT breakdown)
+        nxt, ls = self._start_loads(batches, 0), clock.now()
+        groups = ctx.layer_groups
+        first = 0
+        for k, nl in enumerate(groups):
+            await nxt.wait()
+            le = clock.now()
+            cur_ls = ls
+            if k + 1 < len(groups):
+                nxt, ls = self._start_loads(batches, k + 1), le
+            compute = self._compute_time(batches, first, nl)
+            busy += compute
+            first += nl
+            if ctx.policy.layerwise:
+                d = (le - cur_ls) / nl
+                pipeline_end = max(pipeline_end + compute, cur_ls + d + compute, le + compute / nl)
+            else:  # Basic: the whole prompt's KV must be in HBM before the forward starts
+                pipeline_end = max(pipeline_end, le) + compute
+            await clock.sleep_until(pipeline_end)
+            self._start_outputs(batches, nl, outputs)
+        # whatever of the pipeline is not compute was spent waiting for KV loads
+        stall = max(0.0, pipeline_end - t_start - busy)
+        await a2a.wait()  # the forward ends when its expert all-to-all has moved too
+        ctx.metrics.forwards += 1
+        spent = clock.now() - t_start
+        for batch in batches.values():
+            for item in batch:
+                item.request.forward_s += spent
+                item.request.load_wait_s += stall
+        self._finish_forward(batches, outputs)
+
+    def _start_a2a(self, batches: Batches) -> Join:
+        """Expert all-to-all of the whole forward on the high-priority VL, one flow per CNIC
+        direction (per-layer flows would multiply events for no visible difference)."""
+        ctx = self.ctx
+        join = Join()
+        for eid, batch in batches.items():
+            nbytes = ctx.a2a_bytes(sum(i.new_tokens for i in batch), ctx.roofline.layers)
+            if nbytes > 0:
+                gpu = ctx.hw.gpus[eid]
+                # The GPU sends and receives the same volume at once: one flow across both
+                # directions of its CNIC. Model traffic is never skipped, not by the Oracle.
+                hops = [gpu.cnic_tx, gpu.cnic_rx]
+                ctx.hw.fabric.start(nbytes, hops, ctx.vl.model_vl, join.add())
+        return join
+
+    # --- one layer group ----------------------------------------------------------------
+    def _start_loads(self, batches: Batches, k: int) -> Join:
+        """Hit/cached KV of the batch for layer group k into each PE's HBM."""
+        ctx = self.ctx
+        nl = ctx.layer_groups[k]
+        join = Join()
+        for eid, batch in batches.items():
+            pe = ctx.hw.gpus[eid].engine
+            by_src: dict[str, tuple[EngineState, float]] = {}
+            for item in batch:
+                req = item.request
+                nbytes = float(req.computed * ctx.kv_token_layer * nl)
+                if nbytes <= 0:
+                    continue
+                if req.computed == req.hit:
+                    ctx.metrics.integrity.bytes_to_prefill_hbm += nbytes
+                else:
+                    ctx.metrics.integrity.bytes_reloaded += nbytes
+                if req.path is ReadPath.SPLIT:  # each part from the buffer it was read into
+                    assert req.de is not None
+                    local = float(min(req.pe_part, req.computed) * ctx.kv_token_layer * nl)
+                    for side, part in ((pe, local), (req.de, nbytes - local)):
+                        prev = by_src.get(side.engine_id, (side, 0.0))[1]
+                        by_src[side.engine_id] = (side, prev + part)
+                    continue
+                src = pe if req.path is ReadPath.PE else req.de
+                assert src is not None
+                prev = by_src.get(src.engine_id, (src, 0.0))[1]
+                by_src[src.engine_id] = (src, prev + nbytes)
+            for src, load in by_src.values():
+                hops = ctx.hw.h2d_hops(pe) if src is pe else ctx.hw.remote_load_hops(src, pe)
+                ctx.move(load, hops, ctx.vl.kv_vl, join.add())
+        return join
+
+    def _compute_time(self, batches: Batches, first: int, nl: int) -> float:
+        """Roofline time of `nl` layers on the slowest GPU: the EP group steps together."""
+        ctx = self.ctx
+        longest = 0.0
+        for eid, batch in batches.items():
+            shapes = [(i.request.computed, i.new_tokens) for i in batch]
+            t = ctx.roofline.prefill_time(shapes, nl, first)
+            ctx.metrics.add_busy(eid, t)
+            longest = max(longest, t)
+        return longest
+
+    def _start_outputs(self, batches: Batches, nl: int, join: Join) -> None:
+        """Layer KV toward the DE buffer: PE path ships hit + new, DE path only new."""
+        ctx = self.ctx
+        for eid, batch in batches.items():
+            pe = ctx.hw.gpus[eid].engine
+            by_dst: dict[str, tuple[EngineState, float]] = {}
+            for item in batch:
+                req = item.request
+                tokens = item.new_tokens
+                if req.path is ReadPath.PE and req.computed == req.hit:
+                    tokens += req.hit
+                elif req.path is ReadPath.SPLIT and req.computed == req.hit:
+                    tokens += req.pe_part  # the DE buffer has only the DE part of the hit
+                de = req.de
+                assert de is not None
+                prev = by_dst.get(de.engine_id, (de, 0.0))[1]
+                by_dst[de.engine_id] = (de, prev + tokens * ctx.kv_token_layer * nl)
+            for de, nbytes in by_dst.values():
+                ctx.move(nbytes, ctx.hw.kv_out_hops(pe, de), ctx.vl.kv_vl, join.add())
+
+    # --- end of a forward -----------------------------------------------------------------
+    def _finish_forward(self, batches: Batches, outputs: Join) -> None:
+        now = self.ctx.clock.now()
+        self.running = {}
+        completed: list[Request] = []
+        for eid, batch in batches.items():
+            tokens = 0  # this engine's step: prompt tokens computed + first tokens sampled
+            for item in batch:
+                req = item.request
+                req.computed += item.new_tokens
+                tokens += item.new_tokens
+                if req.computed >= req.prompt:
+                    req.t_first = now  # the PE samples the first token
+                    tokens += 1
+                    completed.append(req)
+                    self._on_released(req)
+            self.ctx.metrics.steps_of(eid).iteration_tokens.add(tokens)
+        if completed:
+            self.ctx.clock.create_task(self._deliver(outputs, completed))
+
+    async def _deliver(self, outputs: Join, completed: list[Request]) -> None:
+        await outputs.wait()
+        for req in completed:
+            self._on_prefilled(req)
+
+    def _record_attention(self, batches: Batches) -> None:
+        ctx = self.ctx
+        times = []
+        for e in self.engines:
+            batch = batches.get(e.engine_id, [])
+            shapes = [(i.request.computed, i.new_tokens) for i in batch]
+            times.append(ctx.roofline.prefill_attention_time(shapes) if shapes else 0.0)
+        avg = sum(times) / len(times)
+        if avg > 0:
+            ctx.metrics.attention_balance.append((ctx.clock.now(), max(times) / avg))

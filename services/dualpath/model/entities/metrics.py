@@ -1,0 +1,120 @@
+"""What the engines record during a run; the report is computed from this afterwards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dualpath.model.entities.request import ReadPath, Request
+from dualpath.model.entities.steps import EngineSteps
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    session: int
+    turn: int
+    prompt: int
+    hit: int
+    gen: int
+    path: str
+    arrival: float
+    t_first: float
+    t_second: float
+    t_last: float
+    # TTFT stages (report `ttft_breakdown`, docs/report.md), appended with defaults so rows
+    # of the ten fields above still load. Durations, not timestamps: a runtime that shifts
+    # the clock (the process runtime's t0) leaves them right. -1.0 / 0.0: not measured.
+    wait_pe_s: float = -1.0  # arrival -> a PE assigned
+    wait_de_s: float = -1.0  # PE assigned -> a DE assigned
+    buffer_wait_s: float = -1.0  # DE assigned -> DRAM buffer space held, the read starts
+    read_s: float = -1.0  # storage -> the reading node's DRAM buffer
+    forward_s: float = 0.0  # the prefill forwards the turn was in (0: not measured here)
+    load_wait_s: float = 0.0  # of forward_s: stalled on KV loads into PE HBM
+
+
+@dataclass(slots=True)
+class Integrity:
+    blocks_read: int = 0
+    blocks_persisted: int = 0
+    blocks_lost: int = 0
+    blocks_corrupted: int = 0
+    bytes_from_storage: float = 0.0
+    bytes_to_prefill_hbm: float = 0.0  # hit KV loaded into PE HBM, first chunk, both paths
+    bytes_reloaded: float = 0.0  # cached KV loaded again for later chunks of a request
+    bytes_persisted: float = 0.0
+
+
+TIER_LEVELS = ("hbm", "local_dram", "remote_dram", "storage")
+
+
+@dataclass(slots=True)
+class TierStats:
+    """Where each hit token came from, with the DRAM tier on (docs/tier.md). `hbm` stays 0:
+    no KV is kept in HBM between turns, so every hit is read from DRAM or storage."""
+
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIER_LEVELS, 0))
+    bytes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIER_LEVELS, 0.0))
+
+    def add(self, level: str, tokens: int, nbytes: float) -> None:
+        self.tokens[level] += tokens
+        self.bytes[level] += nbytes
+
+
+@dataclass(slots=True)
+class Metrics:
+    """Append-only run record. Times are emulated seconds."""
+
+    requests: list[RequestRecord] = field(default_factory=list)
+    failed: int = 0
+    read_path: dict[str, int] = field(default_factory=lambda: {"pe": 0, "de": 0})
+    bytes_by_path: dict[str, float] = field(default_factory=lambda: {"pe": 0.0, "de": 0.0})
+    integrity: Integrity = field(default_factory=Integrity)
+    # engine_id -> busy seconds (roofline compute time of its own batches)
+    busy_s: dict[str, float] = field(default_factory=dict)
+    # (time, max/avg attention time across the GPUs of one lockstep unit) per forward
+    attention_balance: list[tuple[float, float]] = field(default_factory=list)
+    forwards: int = 0
+    decode_chunks: int = 0
+    end_time: float = 0.0
+    # engine_id -> its steps in vLLM's histogram shapes (exported by the process runtime)
+    steps: dict[str, EngineSteps] = field(default_factory=dict)
+    tier: TierStats | None = None  # set when the DRAM tier is on
+
+    def add_busy(self, engine_id: str, seconds: float) -> None:
+        self.busy_s[engine_id] = self.busy_s.get(engine_id, 0.0) + seconds
+
+    def steps_of(self, engine_id: str) -> EngineSteps:
+        got = self.steps.get(engine_id)
+        if got is None:
+            got = self.steps[engine_id] = EngineSteps()
+        return got
+
+    def record_path(self, path: ReadPath, nbytes: float) -> None:
+        self.read_path[path.value] += 1
+        self.bytes_by_path[path.value] += nbytes
+
+    def finish(self, req: Request) -> None:
+        self.requests.append(
+            RequestRecord(
+                session=req.session,
+                turn=req.turn,
+                prompt=req.prompt,
+                hit=req.hit,
+                gen=req.gen,
+                path=req.path.value,
+                arrival=req.arrival,
+                t_first=req.t_first,
+                t_second=req.t_second,
+                t_last=req.t_last,
+                wait_pe_s=_span(req.arrival, req.t_pe),
+                wait_de_s=_span(req.t_pe, req.t_de),
+                buffer_wait_s=_span(req.t_de, req.t_read_start),
+                read_s=_span(req.t_read_start, req.t_read_done),
+                forward_s=req.forward_s,
+                load_wait_s=req.load_wait_s,
+            )
+        )
+
+
+def _span(start: float, end: float) -> float:
+    """end - start, or -1.0 when either was never stamped (-1.0 on the Request)."""
+    return end - start if start >= 0 and end >= 0 else -1.0

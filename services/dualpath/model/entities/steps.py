@@ -1,0 +1,81 @@
+"""Per-engine step statistics in vLLM's histogram shapes (docs/monitoring.md, vLLM parity).
+
+The engines record them as they step; the process runtime exports them as
+`vllm:iteration_tokens_total` and `vllm:inter_token_latency_seconds`. Bucket bounds are
+vLLM's defaults (vllm/v1/metrics/buckets.py, vLLM 0.33.0), so dashboards built for vLLM
+read ours unchanged. A decode chunk runs many identical steps as one event, so a value is
+added with a count instead of once per step.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+# vLLM 0.33.0, vllm/v1/metrics/buckets.py
+REQUEST_LATENCY = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+TIME_TO_FIRST_TOKEN = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+INTER_TOKEN_LATENCY = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+    10.0, 20.0, 40.0, 80.0,
+)  # fmt: skip
+ITERATION_TOKENS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+def one_two_five(max_value: int) -> tuple[float, ...]:
+    """vLLM's `build_1_2_5_buckets` (token-count histograms, capped at max_model_len)."""
+    out: list[float] = []
+    scale = 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale > max_value:
+                return tuple(out)
+            out.append(float(m * scale))
+        scale *= 10
+
+
+@dataclass(slots=True)
+class Hist:
+    """A Prometheus-style histogram that takes a value with a count."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)  # per bucket, +Inf last; not cumulative
+    total: float = 0.0
+    n: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.bounds) + 1)
+
+    def add(self, value: float, count: int = 1) -> None:
+        if count <= 0:
+            return
+        # `le` is inclusive: the first bucket whose bound is >= value
+        self.counts[bisect_left(self.bounds, value)] += count
+        self.total += value * count
+        self.n += count
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """(upper bound, observations <= it), +Inf last, as the exposition format wants."""
+        out, acc = [], 0
+        for bound, c in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            acc += c
+            out.append((bound, acc))
+        return out
+
+
+@dataclass(slots=True)
+class EngineSteps:
+    """What one engine's steps did: tokens per step, gaps between a request's tokens, and
+    preemptions (always 0: a turn is placed on a DE only if its whole final length fits in
+    the DE's free HBM, `model/policies/base.py`, so no engine ever evicts a running request)."""
+
+    iteration_tokens: Hist = field(default_factory=lambda: Hist(ITERATION_TOKENS))
+    inter_token: Hist = field(default_factory=lambda: Hist(INTER_TOKEN_LATENCY))
+    preemptions: int = 0

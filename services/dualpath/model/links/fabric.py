@@ -1,0 +1,326 @@
+"""The emulated network/memory fabric: a fluid (flow-level) model of shared links.
+
+Flows cross one or more links at once; each link splits its rate among its flows
+(processor sharing, or IB VL arbitration on CNICs) and a flow moves at the minimum of its
+shares. Shares are recomputed only on the links a start/finish touches, and unused share is
+handed on through a bounded cascade (see `_relax` and docs/links.md). Time comes only from the
+`Clock` seam, so the same fabric runs on the virtual loop and on the dilated real clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Sequence
+
+from dualpath.model.core.clock import Clock, TimerHandle
+from dualpath.model.links.arbitration import VlArbitration
+from dualpath.model.links.link import ACTIVE, CANCELLED, DONE, Flow, Link
+from dualpath.model.links.schedule import CompletionQueue, tolerance
+from dualpath.model.links.sharing import Sharer
+
+INF = math.inf
+
+
+class Fabric:
+    """Links plus the flows crossing them. `bucket_s` is the width of every link's series."""
+
+    def __init__(self, clock: Clock, bucket_s: float | None = 1.0, max_cascade: int = 64) -> None:
+        if max_cascade < 0:
+            raise ValueError(f"max_cascade must be >= 0, got {max_cascade}")
+        self._clock = clock
+        self._bucket_s = bucket_s
+        self.links: dict[str, Link] = {}
+        self._due = CompletionQueue()
+        self._sharer = Sharer(max_cascade)
+        self._t = clock.now()
+        self._advancing = False
+        self._timer: TimerHandle | None = None
+        self._timer_t = INF
+        # Closed form for a start on idle links (off: the general cascade, for tests).
+        self.idle_shortcut = True
+        self.flows_started = 0
+        self.active_flows = 0
+        self.flows_completed = 0
+        self.flows_cancelled = 0
+
+    # --- topology ------------------------------------------------------------------------
+
+    def add_link(
+        self, name: str, rate_bps: float, arbitration: VlArbitration | None = None
+    ) -> Link:
+        if name in self.links:
+            raise ValueError(f"link {name!r} already exists")
+        link = Link(self, name, rate_bps, arbitration, self._bucket_s)
+        self.links[name] = link
+        if arbitration is not None:
+            self._sharer.arbitrated_link_added()
+        return link
+
+    @property
+    def relax_steps(self) -> int:
+        """Link share recomputations so far (cost diagnostics for the bench)."""
+        return self._sharer.steps
+
+    @property
+    def cascade_truncations(self) -> int:
+        """Events whose cascade hit `max_cascade` (the rest was carried to the next event)."""
+        return self._sharer.cascade_truncations
+
+    def link(self, name: str) -> Link:
+        try:
+            return self.links[name]
+        except KeyError:
+            raise KeyError(f"no link named {name!r}") from None
+
+    def set_rate(self, link: Link, rate_bps: float) -> None:
+        """Change a link's rate at run time (e.g. an admin knob); flows re-share at once."""
+        if not rate_bps > 0 or math.isinf(rate_bps):
+            raise ValueError(f"link {link.name!r}: rate must be a finite number > 0")
+        t = self._enter()
+        link.settle(t)
+        link.rate = float(rate_bps)
+        self._sharer.rate_changed(link)
+        self._relax(t)
+        self._leave_call()
+
+    # --- transfers -----------------------------------------------------------------------
+
+    def now(self) -> float:
+        """The fabric's emulated time: never behind the last event it processed."""
+        if self._advancing:
+            return self._t
+        t = self._clock.now()
+        return t if t > self._t else self._t
+
+    def start(
+        self,
+        nbytes: float,
+        hops: Sequence[Link],
+        vl: int = 0,
+        on_done: Callable[[], None] | None = None,
+    ) -> Flow:
+        """Begin moving `nbytes` across `hops`; `on_done()` runs when the last byte lands."""
+        path = self._validate(nbytes, hops, vl)
+        t = self._enter()
+        flow = Flow(self, float(nbytes), path, vl, on_done=on_done, t=t)
+        self.flows_started += 1
+        if nbytes == 0 or not path:
+            flow.state, flow.left, flow.finished_at = DONE, 0.0, t
+            if on_done is not None:  # never synchronously: callers expect a later callback
+                self._clock.call_at(t, on_done)
+            return flow
+        self.active_flows += 1
+        idle = True
+        for link in path:
+            if link.members:
+                idle = False
+                if link.t_last != t:
+                    link.settle(t)
+            elif t > link.t_last:  # what settle() does on an idle link
+                link.t_last = t
+        sharer = self._sharer
+        if idle and self.idle_shortcut and sharer.settled:
+            # The common case on a lightly loaded fabric: nothing to re-share, the flow runs
+            # at its slowest hop. Same state and floats as join + relax + _apply_rates.
+            rate = sharer.join_idle(flow)
+            for link in path:
+                link.total_rate = rate  # 0.0 + rate: an idle link's rates are exact zeros
+                link.vl_rates[vl] = rate
+            flow.rate = rate
+            self._due.push_if_earlier(flow, t + flow.left / rate)
+        else:
+            for link in path:
+                link.vl_rates.setdefault(vl, 0.0)
+            sharer.join(flow)
+            self._relax(t)
+        self._leave_call()
+        return flow
+
+    async def transfer(self, nbytes: float, hops: Sequence[Link], vl: int = 0) -> None:
+        """Awaitable `start`; cancelling the awaiting task cancels the flow."""
+        fut = self._clock.create_future()
+
+        def finished() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        flow = self.start(nbytes, hops, vl, finished)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            flow.cancel()
+            raise
+
+    def cancel(self, flow: Flow) -> None:
+        """Remove an active flow; bytes it already moved stay counted. No callback."""
+        if flow.state != ACTIVE:
+            return
+        t = self._enter()
+        if flow.state != ACTIVE:  # it completed while we caught up
+            return
+        self._detach(flow, t)
+        flow.state, flow.on_done, flow.finished_at = CANCELLED, None, t
+        self.active_flows -= 1
+        self.flows_cancelled += 1
+        self._relax(t)
+        self._leave_call()
+
+    def _validate(self, nbytes: float, hops: Sequence[Link], vl: int) -> tuple[Link, ...]:
+        if not nbytes >= 0 or math.isinf(nbytes):
+            raise ValueError(f"nbytes must be a finite number >= 0, got {nbytes}")
+        path = tuple(hops)
+        for link in path:
+            if link._fabric is not self:
+                raise ValueError(f"link {link.name!r} belongs to another fabric")
+            served = link.vls_served
+            if served is not None and vl not in served:
+                raise ValueError(f"link {link.name!r}: VL {vl} is in neither arbitration table")
+        for i in range(1, len(path)):  # paths are a few hops: cheaper than building a set
+            for j in range(i):
+                if path[i] is path[j]:
+                    raise ValueError("a flow may cross each link once (split it into two flows)")
+        return path
+
+    # --- event time ----------------------------------------------------------------------
+
+    def _enter(self) -> float:
+        """Catch up with completions already due, then return the time of this call."""
+        if self._advancing:
+            return self._t
+        t = self._clock.now()
+        if self._due.next_time() <= t + tolerance(t):
+            self._advance(t)
+        if t < self._t:  # noqa: PLR1730 - hot path: cheaper than a max() call
+            t = self._t
+        self._t = t
+        return t
+
+    def _leave_call(self) -> None:
+        if not self._advancing:  # inside a completion batch the batch re-arms at its end
+            self._arm()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        target, self._timer_t = self._timer_t, INF
+        try:
+            # Absolute schedule: an early wake-up (RealClock batches sub-ms sleeps) still
+            # processes the event at its own emulated time, never drifting.
+            self._advance(max(self._clock.now(), target))
+        finally:
+            self._arm()
+
+    def _advance(self, t_target: float) -> None:
+        """Complete every flow due by `t_target`, in time order, each batch at its own time."""
+        due = self._due
+        limit = t_target + tolerance(t_target)
+        t_next = due.next_time()
+        if t_next > limit:
+            return
+        self._advancing = True
+        try:
+            while t_next <= limit:
+                t_ev = t_next if t_next > self._t else self._t
+                batch = due.pop_due(t_ev)
+                if batch:
+                    self._t = t_ev
+                    self._complete(batch, t_ev)
+                t_next = due.next_time()
+        finally:
+            self._advancing = False
+
+    def _complete(self, batch: list[Flow], t: float) -> None:
+        for flow in batch:
+            self._detach(flow, t)
+            flow.state, flow.left, flow.finished_at = DONE, 0.0, t
+        self.active_flows -= len(batch)
+        self.flows_completed += len(batch)
+        self._relax(t)  # one re-share for the whole batch, before anyone reacts
+        for flow in batch:
+            callback, flow.on_done = flow.on_done, None
+            if callback is not None:
+                try:
+                    callback()
+                except Exception as exc:  # not the caller's error: report it like asyncio
+                    _report_callback_error(exc, flow)
+
+    def _arm(self) -> None:
+        """Keep exactly one clock timer, at the earliest live completion."""
+        self._due.compact_if_sparse(self.active_flows)
+        t = self._due.next_time()
+        if t == INF:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer, self._timer_t = None, INF
+            return
+        if self._timer is not None:
+            if self._timer_t <= t:
+                return  # an earlier wake-up is harmless: it finds nothing due and re-arms
+            self._timer.cancel()
+        self._timer_t = t
+        self._timer = self._clock.call_at(t, self._on_timer)
+
+    # --- sharing -------------------------------------------------------------------------
+
+    def _detach(self, flow: Flow, t: float) -> None:
+        """Take a flow off its links at t (settling its progress and the links' meters)."""
+        rate, vl = flow.rate, flow.vl
+        flow.left = max(0.0, flow.left - rate * (t - flow.t_last))
+        flow.t_last = t
+        for link in flow.hops:
+            if link.t_last != t:
+                link.settle(t)
+            if len(link.members) > 1:
+                link.total_rate = max(0.0, link.total_rate - rate)
+                # The VL's last flow leaves: exact zero rather than a float residue.
+                link.vl_rates[vl] = link.vl_rates[vl] - rate if link.vl_members[vl] > 1 else 0.0
+            else:  # an idle link restarts from exact zeros: no accumulated float drift
+                link.total_rate = 0.0
+                link.vl_rates.clear()
+        self._sharer.leave(flow)
+        flow.rate = 0.0
+
+    def _relax(self, t: float) -> None:
+        """Re-share the links this event touched (bounded cascade), then apply new rates."""
+        self._sharer.relax()
+        self._apply_rates(t)
+
+    def _apply_rates(self, t: float) -> None:
+        """Give every touched flow its new rate (min over its hops), settling at t first."""
+        sharer = self._sharer
+        touched = sharer.touched
+        if not touched:
+            return
+        sharer.touched = {}
+        push_if_earlier = self._due.push_if_earlier
+        for flow in touched:
+            if flow.state != ACTIVE:
+                continue
+            rate = min(flow.alloc)
+            delta = rate - flow.rate
+            if delta == 0.0:
+                continue
+            flow.left = max(0.0, flow.left - flow.rate * (t - flow.t_last))
+            flow.t_last = t
+            vl = flow.vl
+            for link in flow.hops:
+                if link.t_last != t:
+                    link.settle(t)
+                link.total_rate += delta
+                link.vl_rates[vl] += delta
+            flow.rate = rate
+            if rate > 0.0:  # a later finish keeps the old, earlier entry (lazy re-queue)
+                push_if_earlier(flow, t + flow.left / rate)
+
+
+def _report_callback_error(exc: Exception, flow: Flow) -> None:
+    """Hand an `on_done` exception to the loop's handler, as asyncio does for callbacks.
+
+    Raising instead would surface it in whichever unrelated `start()` caught up with the
+    completion, and would skip the rest of the batch's callbacks.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise exc from None
+    loop.call_exception_handler({"message": f"exception in on_done of {flow!r}", "exception": exc})

@@ -1,0 +1,275 @@
+"""`Link` (one direction of a bandwidth resource) and `Flow` (one transfer across links).
+
+Both are plain slotted records; the `Fabric` owns all the logic that changes them, so a million
+flows cost little memory and every state change happens in one place.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from dualpath.model.links.arbitration import MAX_DATA_VL, VlArbitration
+from dualpath.model.links.stats import new_series, series_until, spread
+
+if TYPE_CHECKING:
+    from dualpath.model.links.fabric import Fabric
+
+INF = math.inf
+ACTIVE, DONE, CANCELLED = 0, 1, 2
+
+
+class LinkCounters(NamedTuple):
+    """A link's statistics as plain data, as `Link.counters` reads them: what lets a link
+    charged in one process be reported by another (model/links/snapshot.py)."""
+
+    bytes_total: float
+    busy_s: float
+    bytes_by_vl: dict[int, float]
+    series: list[float]  # bytes per bucket from t = 0 (empty: the fabric keeps no series)
+
+
+class Link:
+    """One direction of a resource with a rate in bytes/s (a NIC direction, a DRAM, a store).
+
+    A half-duplex resource (host DRAM) is ONE link that both reads and writes cross.
+    Statistics read between events extrapolate the current rates to the fabric's `now()`.
+    """
+
+    __slots__ = (
+        "_bucket_s",
+        "_busy_s",
+        "_by_vl",
+        "_bytes",
+        "_fabric",
+        "_series",
+        "arbitration",
+        "cap_max",
+        "dirty",
+        "fin_sum",
+        "inf_members",
+        "members",
+        "mode",
+        "name",
+        "pending",
+        "plain",
+        "rate",
+        "t_last",
+        "total_rate",
+        "vl_members",
+        "vl_rates",
+        "vls_served",
+    )
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        name: str,
+        rate_bps: float,
+        arbitration: VlArbitration | None,
+        bucket_s: float | None,
+    ) -> None:
+        if not rate_bps > 0 or math.isinf(rate_bps):
+            raise ValueError(f"link {name!r}: rate must be a finite number > 0, got {rate_bps}")
+        self._fabric = fabric
+        self.name = name
+        self.rate = float(rate_bps)
+        self.arbitration = arbitration
+        # Plain processor sharing (no VL arbitration in effect): enables the level fast path.
+        self.plain = arbitration is None or not arbitration.isolation
+        # VLs a flow may use here (None = any): `arbitration.serves` precomputed for start().
+        self.vls_served: frozenset[int] | None = (
+            None
+            if self.plain or arbitration is None
+            else frozenset(vl for vl in range(MAX_DATA_VL + 1) if arbitration.serves(vl))
+        )
+        # flow -> index of this link in flow.hops (dict: O(1) removal, deterministic order)
+        self.members: dict[Flow, int] = {}
+        self.total_rate = 0.0
+        self.vl_rates: dict[int, float] = {}
+        self.vl_members: dict[int, int] = {}  # VL -> number of member flows on it
+        # Share-computation state, owned by sharing.Sharer: running aggregates of the members'
+        # caps (INF caps kept apart), members whose cap changed, the last pass's regime.
+        self.dirty = False
+        self.inf_members: dict[Flow, None] = {}
+        self.pending: dict[Flow, None] = {}
+        self.fin_sum = 0.0
+        self.cap_max = 0.0
+        self.mode = 0
+        # Accounting, integrated up to t_last (inline rather than a helper object: hot path).
+        self.t_last = 0.0
+        self._bytes = 0.0
+        self._busy_s = 0.0
+        self._by_vl: dict[int, float] = {}
+        self._bucket_s = bucket_s
+        self._series = new_series(bucket_s)
+
+    def __repr__(self) -> str:
+        return f"Link({self.name!r}, {self.rate:.4g} B/s, flows={len(self.members)})"
+
+    def settle(self, t: float) -> None:
+        """Close the constant-rate segment ending at `t` (call before any rate/member change)."""
+        t0 = self.t_last
+        dt = t - t0
+        if dt <= 0.0:
+            return
+        self.t_last = t
+        if not self.members:
+            return
+        self._busy_s += dt
+        rate = self.total_rate
+        if rate <= 0.0:
+            return
+        self._bytes += rate * dt
+        by_vl = self._by_vl
+        for vl, vl_rate in self.vl_rates.items():
+            if vl_rate > 0.0:
+                by_vl[vl] = by_vl.get(vl, 0.0) + vl_rate * dt
+        series = self._series
+        if series is not None:
+            width = self._bucket_s or 1.0
+            bucket = int(t0 / width)
+            if bucket == int(t / width) and bucket < len(series):  # the usual case, inline
+                series[bucket] += rate * dt
+            else:
+                spread(series, width, t0, t, rate)
+
+    # --- statistics ----------------------------------------------------------------------
+
+    def counters(self) -> LinkCounters:
+        """The link's statistics up to now."""
+        series = self.series() if self._series is not None else []
+        return LinkCounters(self.bytes_total, self.busy_s, self.bytes_by_vl, series)
+
+    def restore(self, counters: LinkCounters, skip_s: float = 0.0) -> None:
+        """Load `counters` into this idle link, dropping the first `skip_s` emulated seconds
+        of its series (the process runtime's clocks start before the workload does)."""
+        if self.members:
+            raise ValueError(f"link {self.name!r} has flows: restore only into an idle link")
+        self._bytes = counters.bytes_total
+        self._busy_s = counters.busy_s
+        self._by_vl = dict(counters.bytes_by_vl)
+        if self._series is not None and self._bucket_s:
+            skip = int(skip_s / self._bucket_s)
+            self._series = array("d", counters.series[skip:])
+
+    def _open_dt(self) -> float:
+        """Length of the still-open segment, if any flow is on the link."""
+        return max(0.0, self._fabric.now() - self.t_last) if self.members else 0.0
+
+    @property
+    def bytes_total(self) -> float:
+        return self._bytes + self.total_rate * self._open_dt()
+
+    @property
+    def bytes_by_vl(self) -> dict[int, float]:
+        out = dict(self._by_vl)
+        dt = self._open_dt()
+        for vl, rate in self.vl_rates.items():
+            if rate > 0.0 and dt > 0.0:
+                out[vl] = out.get(vl, 0.0) + rate * dt
+        return out
+
+    @property
+    def busy_s(self) -> float:
+        """Emulated seconds during which at least one flow was on the link."""
+        return self._busy_s + self._open_dt()
+
+    @property
+    def active_flows(self) -> int:
+        return len(self.members)
+
+    def utilization(self, elapsed_s: float) -> float:
+        """Mean fraction of the rate used over [0, elapsed_s]."""
+        if elapsed_s <= 0:
+            raise ValueError(f"elapsed_s must be > 0, got {elapsed_s}")
+        return self.bytes_total / (self.rate * elapsed_s)
+
+    def series(self, bucket_s: float | None = None) -> list[float]:
+        """Bytes moved per bucket from t=0 to now (default: the fabric's bucket width)."""
+        if self._series is None or self._bucket_s is None:
+            raise ValueError("time series disabled: construct the Fabric with bucket_s")
+        now = self._fabric.now()
+        rate = self.total_rate if self.members else 0.0
+        return series_until(self._series, self._bucket_s, bucket_s, (self.t_last, now, rate))
+
+
+class Flow:
+    """A transfer of `nbytes` across `hops` at once (cut-through), on virtual lane `vl`.
+
+    Its rate is the minimum of its shares on its hops; every hop is charged every byte.
+    """
+
+    __slots__ = (
+        "_fabric",
+        "alloc",
+        "cap",
+        "eps",
+        "finished_at",
+        "heap_t",
+        "hops",
+        "left",
+        "nbytes",
+        "offer",
+        "on_done",
+        "rate",
+        "started_at",
+        "state",
+        "t_last",
+        "vl",
+    )
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        nbytes: float,
+        hops: tuple[Link, ...],
+        vl: int,
+        *,
+        on_done: Callable[[], None] | None,
+        t: float,
+    ) -> None:
+        self._fabric = fabric
+        self.nbytes = nbytes
+        self.hops = hops
+        self.vl = vl
+        self.on_done = on_done
+        self.started_at = t
+        self.finished_at: float | None = None
+        self.state = ACTIVE
+        self.rate = 0.0
+        self.left = nbytes  # bytes still to move as of t_last
+        self.t_last = t
+        # A flow within this many bytes of the end is done: avoids float-drift stragglers.
+        self.eps = 1e-9 * nbytes
+        self.heap_t = INF  # time of this flow's live completion-heap entry
+        n = len(hops)
+        self.alloc = [0.0] * n  # share granted by each hop
+        self.offer = [INF] * n  # per hop: its share if that hop is a bottleneck, else INF
+        self.cap = [INF] * n  # per hop: min of the other hops' offers
+
+    def __repr__(self) -> str:
+        names = ",".join(h.name for h in self.hops)
+        return f"Flow({self.nbytes:.4g} B vl={self.vl} [{names}] rate={self.rate:.4g})"
+
+    @property
+    def done(self) -> bool:
+        return self.state == DONE
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state == CANCELLED
+
+    @property
+    def remaining(self) -> float:
+        """Bytes still to move, extrapolated to the fabric's current time."""
+        if self.state != ACTIVE:
+            return 0.0 if self.state == DONE else self.left
+        elapsed = max(0.0, self._fabric.now() - self.t_last)
+        return max(0.0, self.left - self.rate * elapsed)
+
+    def cancel(self) -> None:
+        """Stop the transfer; bytes already moved stay counted on every hop. Idempotent."""
+        self._fabric.cancel(self)

@@ -1,0 +1,331 @@
+"""Work-conserving share computation across links (no time, no asyncio).
+
+Model (a distributed max-min / "advertised rate" scheme, Charny et al.): every hop i of a flow
+publishes an *offer*: its share for the flow if that hop limits the flow (share < what the
+flow could use), else INF. The flow's *cap* on hop i is the minimum of its other hops' offers,
+i.e. what the rest of the path lets it use. A link splits its rate among its flows given their
+caps (`arbitration.allocate`: processor sharing or VL arbitration, water-filling so unused share
+goes to the others); a flow's rate is the minimum of its per-hop shares. When an offer changes,
+the caps on the flow's other hops change and those links are recomputed: a cascade, bounded
+per event by `max_cascade` link recomputations (the rest is carried to the next event).
+
+Cost is proportional to what an event touches: only links whose flow set or flows' caps changed
+are recomputed; a link left idle is not recomputed at all; a flow whose hops are all idle gets
+the cascade's end state in closed form (`join_idle`). Links whose flows are all limited
+elsewhere (storage service, DRAM in the bottleneck-free range) are recomputed in O(flows whose
+cap changed) via running aggregates, not O(members). Every shortcut here reproduces the general
+cascade bit for bit (same floats, same order), so results do not depend on which path ran.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from dualpath.model.links.arbitration import allocate, equal_waterfill
+from dualpath.model.links.link import Flow, Link
+
+INF = math.inf
+# A share below cap x this means "this hop is the bottleneck" (ties count as not limiting).
+_BOTTLENECK = 1.0 - 1e-9
+# Offers that move by less than this (relative) are not propagated: stops float-noise churn.
+_OFFER_RTOL = 1e-9
+# Aggregate fast paths need this much headroom so drift in running sums can never overbook.
+_SLACK = 1.0 - 1e-9
+MODE_FULL, MODE_FREE = 0, 1
+_MEMO_MAX = 4096  # arbitrated splits kept (cleared when full: bounded memory) ...
+# ... or this many per arbitrated link, if more: a 48P96D fabric has 2,304 CNIC directions,
+# and a memo sized for one 2P4D unit (96) was cleared so often that its hit rate collapsed.
+_MEMO_PER_LINK = 32
+
+
+class Sharer:
+    """Owns the dirty-link queue and the set of flows whose per-hop shares changed."""
+
+    __slots__ = (
+        "_arbitrated",
+        "_memo",
+        "_queue",
+        "cascade_truncations",
+        "max_cascade",
+        "memo_max",
+        "steps",
+        "touched",
+    )
+
+    def __init__(self, max_cascade: int) -> None:
+        self.max_cascade = max_cascade
+        self._queue: deque[Link] = deque()
+        # VL-arbitrated splits by (link, VLs, caps): a pure function of those and the link's
+        # rate and tables, and the same few configurations recur (a KV flow next to a model
+        # flow, both uncapped), so a hit returns the very floats `allocate` would.
+        self._memo: dict[tuple[Link, tuple[int, ...], tuple[float, ...]], list[float]] = {}
+        self.memo_max = _MEMO_MAX
+        self._arbitrated = 0
+        self.touched: dict[Flow, None] = {}  # insertion-ordered: keeps runs deterministic
+        self.steps = 0
+        self.cascade_truncations = 0
+
+    @property
+    def settled(self) -> bool:
+        """No link waits for a recomputation (nothing carried over from a cut cascade)."""
+        return not self._queue
+
+    def arbitrated_link_added(self) -> None:
+        """The memo grows with the links that use it (its hits are per link)."""
+        self._arbitrated += 1
+        self.memo_max = max(_MEMO_MAX, _MEMO_PER_LINK * self._arbitrated)
+
+    def mark(self, link: Link) -> None:
+        if not link.dirty:
+            link.dirty = True
+            self._queue.append(link)
+
+    def join(self, flow: Flow) -> None:
+        vl = flow.vl
+        hops = flow.hops
+        for i, link in enumerate(hops):
+            link.members[flow] = i
+            link.vl_members[vl] = link.vl_members.get(vl, 0) + 1
+            link.inf_members[flow] = None  # every offer starts INF, so every cap does too
+            link.pending[flow] = None
+        # Likely bottleneck first: its offer then reaches the roomier hops before they are
+        # recomputed, which saves a round of the cascade.
+        order = hops if len(hops) == 1 else sorted(hops, key=_fair_share)
+        for link in order:
+            self.mark(link)
+
+    def join_idle(self, flow: Flow) -> float:
+        """`join` + `relax` in closed form for a flow whose hops are all idle, when no link is
+        dirty (`settled`); returns the flow's rate. Callers apply it (not put in `touched`).
+
+        The cascade would visit the hops slowest first (stable sort): the first slowest hop p
+        grants its whole rate r and offers r, so every other hop gets cap r, grants r and
+        offers INF (a tie is not a bottleneck). This writes exactly that end state.
+        """
+        hops = flow.hops
+        n = len(hops)
+        p, r = 0, hops[0].rate
+        for k in range(1, n):
+            rate = hops[k].rate
+            if rate < r:
+                p, r = k, rate
+        vl = flow.vl
+        for k, link in enumerate(hops):
+            link.members[flow] = k
+            link.vl_members[vl] = 1
+            if k == p:
+                link.inf_members[flow] = None
+                link.fin_sum = link.cap_max = 0.0
+            else:
+                link.fin_sum = link.cap_max = r
+            link.mode = MODE_FULL
+        flow.alloc = [r] * n
+        offer = [INF] * n
+        offer[p] = r
+        flow.offer = offer
+        cap = [r] * n
+        cap[p] = INF
+        flow.cap = cap
+        self.steps += n
+        return r
+
+    def leave(self, flow: Flow) -> None:
+        vl = flow.vl
+        for i, link in enumerate(flow.hops):
+            members = link.members
+            del members[flow]
+            left_on_vl = link.vl_members[vl] - 1
+            if left_on_vl:
+                link.vl_members[vl] = left_on_vl
+            else:
+                del link.vl_members[vl]
+            if members:
+                link.pending.pop(flow, None)
+                if flow in link.inf_members:
+                    del link.inf_members[flow]
+                else:
+                    link.fin_sum -= flow.cap[i]
+                self.mark(link)
+            else:  # an idle link restarts from exact zeros and has nothing to re-share
+                link.pending.clear()
+                link.inf_members.clear()
+                link.fin_sum, link.cap_max, link.mode = 0.0, 0.0, MODE_FULL
+        self.touched.pop(flow, None)
+
+    def rate_changed(self, link: Link) -> None:
+        link.mode = MODE_FULL
+        self._memo.clear()  # keyed without the rate: a rate change is rare
+        self.mark(link)
+
+    def relax(self) -> None:
+        """Recompute dirty links, cascading; leaves new per-hop shares in `touched` flows."""
+        queue = self._queue
+        if not queue:
+            return
+        budget = len(queue) + self.max_cascade
+        steps = 0
+        popleft = queue.popleft
+        while queue:
+            if steps >= budget:
+                self.cascade_truncations += 1
+                break
+            link = popleft()
+            link.dirty = False
+            n = len(link.members)
+            if n == 1:
+                self._single_pass(link)
+            elif n:
+                self._recompute(link)
+            link.pending.clear()
+            steps += 1
+        self.steps += steps
+
+    # --- one link ------------------------------------------------------------------------
+
+    def _recompute(self, link: Link) -> None:
+        """A link with two or more flows: the aggregate fast path, or a full water-fill."""
+        # One VL on an arbitrated link behaves like plain sharing: the arbiter is
+        # work-conserving, so a lone VL gets the whole link.
+        plain = link.plain or len(link.vl_members) == 1
+        n_inf = len(link.inf_members)
+        headroom = link.rate - link.fin_sum
+        if n_inf == 0:
+            free = headroom >= link.rate * (1.0 - _SLACK)
+            level = INF
+        else:  # only plain links: with VL arbitration an uncapped VL0 flow may squeeze VL2
+            level = headroom / n_inf
+            free = plain and link.cap_max <= level * _SLACK
+        if free:
+            self._free_pass(link, level)
+        else:
+            self._full_pass(link, plain)
+
+    def _single_pass(self, link: Link) -> None:
+        """One flow: it gets the link's rate, or its cap if that is lower (`_grant` inlined:
+        this is the most common recomputation)."""
+        for flow, i in link.members.items():
+            cap = flow.cap[i]
+            rate = link.rate
+            share = cap if cap < rate else rate
+            offer = share if share < cap * _BOTTLENECK else INF
+            alloc = flow.alloc
+            if alloc[i] != share:
+                alloc[i] = share
+                self.touched[flow] = None
+            old = flow.offer[i]
+            if offer != old and not (
+                offer < INF and old < INF and abs(offer - old) <= _OFFER_RTOL * old
+            ):
+                self._publish(flow, i, offer)
+            link.fin_sum = link.cap_max = cap if cap != INF else 0.0
+        link.mode = MODE_FULL
+
+    def _free_pass(self, link: Link, level: float) -> None:
+        """No capped flow is limited here: capped flows get their cap, uncapped ones share the
+        rest equally. After a free pass only flows whose cap changed need revisiting."""
+        members = link.members
+        inf_members = link.inf_members
+        touched = self.touched
+        for flow in link.pending if link.mode == MODE_FREE else members:
+            if flow in inf_members:
+                continue
+            i = members[flow]
+            cap = flow.cap[i]
+            alloc = flow.alloc
+            if alloc[i] != cap:
+                alloc[i] = cap
+                touched[flow] = None
+            if flow.offer[i] != INF:
+                self._publish(flow, i, INF)
+        for flow in inf_members:  # `_grant(flow, i, level, level)`, inlined
+            i = members[flow]
+            alloc = flow.alloc
+            if alloc[i] != level:
+                alloc[i] = level
+                touched[flow] = None
+            old = flow.offer[i]
+            if level != old and not (
+                level < INF and old < INF and abs(level - old) <= _OFFER_RTOL * old
+            ):
+                self._publish(flow, i, level)
+        link.mode = MODE_FREE
+
+    def _full_pass(self, link: Link, plain: bool) -> None:
+        members = link.members
+        caps = [flow.cap[i] for flow, i in members.items()]
+        arb = link.arbitration
+        if arb is None or plain:
+            shares = equal_waterfill(link.rate, caps)
+        else:
+            vls = tuple([flow.vl for flow in members])
+            key = (link, vls, tuple(caps))
+            memo = self._memo
+            hit = memo.get(key)
+            if hit is None:
+                if len(memo) >= self.memo_max:
+                    memo.clear()
+                hit = memo[key] = allocate(link.rate, arb, vls, caps)
+            shares = hit
+        finite = [c for c in caps if c != INF]
+        link.fin_sum = math.fsum(finite)  # re-anchor the running aggregates exactly
+        link.cap_max = max(finite, default=0.0)
+        touched = self.touched
+        for (flow, i), cap, share in zip(members.items(), caps, shares, strict=True):
+            # `_grant(flow, i, share, offer)`, inlined
+            offer = share if share < cap * _BOTTLENECK else INF
+            alloc = flow.alloc
+            if alloc[i] != share:
+                alloc[i] = share
+                touched[flow] = None
+            old = flow.offer[i]
+            if offer != old and not (
+                offer < INF and old < INF and abs(offer - old) <= _OFFER_RTOL * old
+            ):
+                self._publish(flow, i, offer)
+        link.mode = MODE_FULL
+
+    def _publish(self, flow: Flow, i: int, offer: float) -> None:
+        """Hop i's offer changed: the caps on the flow's other hops follow."""
+        offers = flow.offer
+        offers[i] = offer
+        n = len(offers)
+        if n == 2:
+            self._set_cap(flow, 1 - i, offer)
+        elif n == 3:  # the common DRAM -> CNIC -> CNIC path, without a generator
+            o0, o1, o2 = offers
+            if i != 0:
+                self._set_cap(flow, 0, o1 if o1 < o2 else o2)
+            if i != 1:
+                self._set_cap(flow, 1, o0 if o0 < o2 else o2)
+            if i != 2:
+                self._set_cap(flow, 2, o0 if o0 < o1 else o1)
+        elif n > 3:
+            for j in range(n):
+                if j != i:
+                    self._set_cap(flow, j, min(o for k, o in enumerate(offers) if k != j))
+
+    def _set_cap(self, flow: Flow, j: int, cap: float) -> None:
+        old = flow.cap[j]
+        if cap == old:
+            return
+        flow.cap[j] = cap
+        link = flow.hops[j]
+        if old == INF:
+            del link.inf_members[flow]
+        else:
+            link.fin_sum -= old
+        if cap == INF:
+            link.inf_members[flow] = None
+        else:
+            link.fin_sum += cap
+            if cap > link.cap_max:  # noqa: PLR1730 - hot path: cheaper than a max() call
+                link.cap_max = cap
+        link.pending[flow] = None
+        if not link.dirty:
+            link.dirty = True
+            self._queue.append(link)
+
+
+def _fair_share(link: Link) -> float:
+    return link.rate / len(link.members)

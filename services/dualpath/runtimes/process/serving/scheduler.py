@@ -1,0 +1,400 @@
+"""The scheduler process: the core's global scheduler, the batched reports from the nodes,
+the registry watch, and the HTTP front door (OpenAI-compatible + native agent turns)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import redis.asyncio as aioredis
+from aiohttp import web
+
+from dualpath.logs import event
+from dualpath.model.config.settings import Scenario
+from dualpath.model.core.clock import RealClock
+from dualpath.model.engines.capacity import CapacityError
+from dualpath.model.entities.request import Request
+from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2, scheduler_pb2_grpc
+from dualpath.runtimes.process.control import EventLog, Member
+from dualpath.runtimes.process.frontdoor import (
+    BackendBusy,
+    BackendUnavailable,
+    BadTurn,
+    TurnResult,
+    TurnSpec,
+    make_app,
+)
+from dualpath.runtimes.process.frontdoor.hf_tokenizer import load_tokenizer
+from dualpath.runtimes.process.serving import dashboard
+from dualpath.runtimes.process.serving.admission import Admission
+from dualpath.runtimes.process.serving.events import EventSink
+from dualpath.runtimes.process.serving.options import ServeOptions
+from dualpath.runtimes.process.serving.pacer import TokenPacer
+from dualpath.runtimes.process.serving.peers import Ctx, Peers
+from dualpath.runtimes.process.serving.prom import ServiceCollector, registry_for
+from dualpath.runtimes.process.serving.remote_scheduler import RemoteScheduler
+from dualpath.runtimes.process.serving.service import ServiceShell
+from dualpath.runtimes.process.serving.stats import base_stats, pack
+from dualpath.runtimes.process.serving.world import World, build_world
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
+    def __init__(
+        self, opts: ServeOptions, world: World, clock: RealClock, events: EventSink
+    ) -> None:
+        super().__init__()
+        self.events = events
+        self.opts, self.world, self.clock = opts, world, clock
+        self.name = "scheduler"
+        self.owned_links = []
+        self.sched = _remote(world)
+        self.sched.fatal.add_done_callback(self._on_fatal)
+        self.sched.on_done = self._record_done
+        self._rids = itertools.count(1)
+        self.admission = Admission(clock.now, opts.max_queue_delay_s)
+        self._turns: dict[int, Request] = {}  # id(spec) -> its request, while it runs
+        self.cancelled = 0
+        self.lost: set[str] = set()
+        self._pids: dict[str, str] = {}  # node -> the pid it registered with
+        self.exit_on_fatal = False  # keep serving so clients learn why the run failed
+
+    def _on_fatal(self, fut: asyncio.Future[None]) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            self.fail(fut.exception())  # type: ignore[arg-type]
+            for req in self.sched.inflight.values():
+                if not req.done.done():
+                    req.done.set_exception(BackendUnavailable(f"the run failed: {fut.exception()}"))
+
+    def add_to(self, server: grpc.aio.Server) -> None:
+        scheduler_pb2_grpc.add_SchedulerServicer_to_server(self, server)
+
+    async def on_peers(self, peers: Peers) -> None:
+        self.sched.peers = peers
+
+    def on_members(self, members: list[Member]) -> None:
+        """The registry is the failure detector: a node whose heartbeat expired is lost."""
+        live = {m.name for m in members}
+        expected = set(self.world.cluster.hw.nodes) | {"storage"}
+        lost = expected - live
+        engines = set(self.world.cluster.hw.nodes)
+        # A node restarted within its TTL never looks absent, but its predecessor's turns
+        # died with it: a new pid is a lost node that is back at once.
+        for m in members:
+            pid = m.meta.get("pid", "")
+            if self._pids.setdefault(m.name, pid) != pid:
+                self._pids[m.name] = pid
+                if m.name in engines and m.name not in self.lost:
+                    event(log, "node_restarted", logging.WARNING, node=m.name, pid=pid)
+                    self.events.emit("engine_restarted", self.clock.now(), name=m.name)
+                    self.sched.node_lost(m.name)
+                    self.sched.node_back(m.name)
+        for name in sorted(lost - self.lost):
+            event(log, "node_lost", logging.WARNING, node=name, why="no heartbeat")
+            self.events.emit("engine_lost", self.clock.now(), name=name)
+            if name in engines:
+                self.sched.node_lost(name)
+        for name in sorted(self.lost - lost):
+            event(log, "node_back", node=name)
+            self.events.emit("engine_back", self.clock.now(), name=name)
+            self.sched.node_back(name)
+        self.lost = lost
+        # a suspect still registered a lease after the refusal is alive after all
+        lease = self.opts.heartbeat_ttl_s * self.clock.dilation
+        for name, since in list(self.sched.suspects.items()):
+            if name in live and self.clock.now() - since > lease:
+                self.sched.node_back(name)
+
+    def _record_done(self, req: Request) -> None:
+        event(
+            log,
+            "turn_done",
+            request_id=req.rid,
+            session=req.session,
+            turn=req.turn,
+            path=req.path.value,
+            hit=req.hit,
+            ttft_s=req.t_first - req.arrival,
+            e2e_s=req.t_last - req.arrival,
+        )
+        self.events.emit(
+            "turn_done",
+            req.t_last,
+            rid=req.rid,
+            session=req.session,
+            turn=req.turn,
+            prompt=req.prompt,
+            hit=req.hit,
+            gen=req.gen,
+            path=req.path.value,
+            arrival=req.arrival,
+            t_first=req.t_first,
+        )
+
+    # --- gRPC ------------------------------------------------------------------------
+    async def Report(  # noqa: N802 (gRPC method name)
+        self, request: scheduler_pb2.ReportBatch, context: Ctx
+    ) -> node_pb2.Ack:
+        for rep in request.reports:
+            try:
+                self.sched.on_report(rep)
+            except Exception as exc:  # one bad report fails its turn at most, never the scheduler
+                event(
+                    log,
+                    "report_failed",
+                    logging.ERROR,
+                    exc=exc,
+                    trace=True,
+                    request_id=rep.rid,
+                    kind=rep.kind,
+                )
+        return node_pb2.Ack()
+
+    async def Stats(  # noqa: N802
+        self, request: kv_pb2.StatsRequest, context: Ctx
+    ) -> kv_pb2.StatsReply:
+        return kv_pb2.StatsReply(msgpack=pack(self.stats()))
+
+    # --- the front door's backend ----------------------------------------------------
+    def _admit(self, spec: TurnSpec) -> Request:
+        """Refuse (503, 429, 400) or queue a new turn."""
+        if self.fatal.done():
+            raise BackendUnavailable(f"the run failed: {self.fatal.exception()}")
+        if not self.ready:
+            raise BackendUnavailable("the cluster is not serving yet (starting) or any more")
+        if len(self.sched.inflight) >= self.opts.max_inflight:
+            raise BackendBusy(f"{len(self.sched.inflight)} turns in flight; retry later")
+        refusal = self.admission.refusal()
+        if refusal is not None:
+            raise BackendBusy(refusal)
+        try:
+            self.sched.ctx.chains.declare_all(spec.lineage)  # a prefix shared by content
+        except ValueError as exc:
+            raise BadTurn(f"inconsistent prefix lineage: {exc}") from None
+        req = Request(
+            rid=next(self._rids),
+            session=spec.session,
+            turn=spec.turn,
+            prompt=spec.prompt_tokens,
+            gen=spec.gen_tokens,
+            arrival=self._arrival(spec),
+            done=asyncio.get_running_loop().create_future(),
+        )
+        try:
+            self.sched.submit(req)
+        except CapacityError as exc:
+            raise BadTurn(str(exc)) from None
+        self.admission.admitted(req.rid)
+        self._turns[id(spec)] = req
+        return req
+
+    def _arrival(self, spec: TurnSpec) -> float:
+        """When the front door received the request (docs/frontdoor.md), else now."""
+        now = self.clock.now()
+        return now if spec.received is None else min(now, self.clock.at_wall(spec.received))
+
+    async def run_turn(
+        self,
+        spec: TurnSpec,
+        first_token: Callable[[], None] | None = None,
+        on_tokens: Callable[[int, float], None] | None = None,
+    ) -> TurnResult:
+        try:
+            req = self._admit(spec)
+        except (BackendBusy, BackendUnavailable, BadTurn) as exc:
+            # a full queue is expected back-pressure; the others say something is wrong
+            level = logging.INFO if isinstance(exc, BackendBusy) else logging.WARNING
+            event(log, "turn_refused", level, exc=exc, session=spec.session, turn=spec.turn)
+            raise
+        event(
+            log,
+            "turn_accepted",
+            request_id=req.rid,
+            session=req.session,
+            turn=req.turn,
+            prompt_tokens=req.prompt,
+            gen_tokens=req.gen,
+        )
+        waiting = True
+
+        def prefilled() -> None:  # the prefill ended: its work leaves the admission queue
+            nonlocal waiting
+            if waiting:
+                waiting = False
+                self.admission.prefilled(req.rid)
+            pacer = self.sched.pacers.get(req.rid)
+            if pacer is not None:
+                pacer.started(req.t_first)
+            event(log, "first_token", request_id=req.rid, ttft_s=req.t_first - req.arrival)
+            if first_token is not None:
+                first_token()
+
+        self.sched.first_token[req.rid] = prefilled
+        if on_tokens is not None:  # a stream: its decode tokens at their emulated times
+            self.sched.pacers[req.rid] = TokenPacer(self.clock, on_tokens)
+        try:
+            # a turn whose node died never reports: it fails at its deadline, not never
+            await asyncio.wait_for(asyncio.shield(req.done), self.opts.transfer_deadline())
+        except TimeoutError:
+            why = (
+                f"turn {req.rid} did not finish within {self.opts.transfer_deadline():.0f} s "
+                f"(lost nodes: {sorted(self.lost) or 'none'})"
+            )
+            self.sched.fail_request(req, BackendUnavailable(why))  # frees what it held
+            _failed(req, why)
+            raise BackendUnavailable(why) from None
+        except (BackendBusy, BackendUnavailable, BadTurn) as exc:
+            _failed(req, str(exc))
+            raise
+        except Exception as exc:  # this turn's remote work failed: say so, explicitly
+            _failed(req, _describe(exc))
+            raise BackendUnavailable(f"turn {req.rid} failed: {_describe(exc)}") from None
+        finally:
+            self._turns.pop(id(spec), None)
+            self.sched.forget_pacer(req.rid)
+            if waiting:  # failed before its prefill ended
+                waiting = False
+                self.admission.prefilled(req.rid)
+        return TurnResult(
+            request_id=req.rid,
+            session=req.session,
+            turn=req.turn,
+            prompt_tokens=req.prompt,
+            cached_tokens=req.hit,
+            generated_tokens=req.gen,
+            read_path=req.path.value,
+            arrival_s=req.arrival,
+            first_token_s=req.t_first,
+            second_token_s=req.t_second,
+            last_token_s=req.t_last,
+            scheduled_s=req.t_sched if req.t_sched >= 0 else None,
+            engine=req.de.engine_id if req.de is not None else "",
+        )
+
+    async def cancel_turn(self, spec: TurnSpec) -> None:
+        """The client hung up. A turn still waiting for its PE or its DE leaves the queue and
+        gives back the PE's tok_e/seq_e; a turn whose KV read has started runs to its end,
+        so its reads and persists stay exactly accounted (the work is on the links)."""
+        req = self._turns.get(id(spec))
+        if req is None or req.de is not None or req.done.done():
+            return
+        if self.sched.cancel_queued(req):
+            self.cancelled += 1
+            event(log, "turn_cancelled", request_id=req.rid, why="the client hung up")
+
+    def http_app(self) -> web.Application:
+        c = self.world.cluster
+        sc = c.scenario
+        reg = registry_for(ServiceCollector(self.name, self.clock, [], self.gauges()))
+        app = make_app(
+            self,
+            model=sc.model,
+            block_tokens=sc.engine.block_tokens,
+            max_prompt_tokens=self._max_prompt(),
+            max_gen_tokens=65_536,
+            registry=reg,
+            extra_health=self.health,
+            tokenizer=load_tokenizer(sc.frontdoor.tokenizer) if sc.frontdoor.tokenizer else None,
+        )
+        dashboard.install(app, self, reg)  # GET /dashboard, /dashboard/data
+        return app
+
+    def _max_prompt(self) -> int:
+        c = self.world.cluster
+        de = c.scheduler.de_groups[0][0]
+        return int(c.hw.gpu_of(de).kv_hbm // c.scheduler.ctx.kv_token)
+
+    # --- observability -------------------------------------------------------------
+    def gauges(self) -> Callable[[], dict[str, list[tuple[dict[str, str], float]]]]:
+        model = self.world.cluster.scenario.model
+
+        def read() -> dict[str, list[tuple[dict[str, str], float]]]:
+            s = self.sched
+            return {
+                # turns on no engine yet: `engine` empty (the nodes report their engines')
+                "vllm:num_requests_waiting": [
+                    ({"model_name": model, "engine": ""}, len(s.pe_queue) + len(s.de_queue))
+                ],
+                "dualpath_turns_inflight": [({}, len(s.inflight))],
+                "dualpath_read_queue_tokens": [
+                    ({"node": name}, n.state.read_q)
+                    for name, n in self.world.cluster.hw.nodes.items()
+                ],
+            }
+
+        return read
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "service": self.name,
+            "ready": self.ready,
+            "inflight": len(self.sched.inflight),
+            "lost": sorted(self.lost),
+            "failed": str(self.fatal.exception()) if self.fatal.done() else None,
+            "queue_delay_s": round(self.admission.queue_delay_s, 3),
+            "shed": self.admission.shed,
+            "cancelled": self.cancelled,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        out = base_stats(self.name, self.clock, [], self.sched.ctx.metrics, requests=True)
+        out["inflight"] = len(self.sched.inflight)
+        out["stages"] = self.sched.stages.means()
+        out["turns_replaced"] = self.sched.replaced
+        out["turns_cancelled"] = self.cancelled
+        out["nodes_lost"] = sorted(self.lost)
+        return out
+
+    async def stop(self) -> None:
+        self.ready = False
+        self.sched.stop()
+        await self.events.close()
+
+
+async def make_scheduler(
+    opts: ServeOptions, sc: Scenario, clock: RealClock, r: aioredis.Redis
+) -> ServiceShell:
+    events = EventSink(EventLog(r, opts.run_id, "scheduler"))
+    events.start()
+    return SchedulerShell(opts, scheduler_world(sc, clock, opts), clock, events)
+
+
+def scheduler_world(sc: Scenario, clock: RealClock, opts: ServeOptions) -> World:
+    """The scheduler process's world: the composition root builds its `RemoteScheduler`
+    (the core's placement, requests moved over gRPC) in place of the core's scheduler."""
+    return build_world(sc, clock, "scheduler", functools.partial(RemoteScheduler, opts=opts))
+
+
+def _remote(world: World) -> RemoteScheduler:
+    sched = world.cluster.scheduler
+    if not isinstance(sched, RemoteScheduler):  # a wiring mistake, not an input error
+        raise TypeError(
+            "SchedulerShell: the world's scheduler is the core's GlobalScheduler; build the "
+            "world with scheduler_world(sc, clock, opts)"
+        )
+    return sched
+
+
+def _failed(req: Request, why: str) -> None:
+    event(
+        log,
+        "turn_failed",
+        logging.WARNING,
+        request_id=req.rid,
+        session=req.session,
+        turn=req.turn,
+        attempt=req.attempt,
+        error=why,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name} from a peer ({exc.details()})"
+    return f"{type(exc).__name__}: {exc}"
