@@ -20,42 +20,73 @@ from pathlib import Path
 PACKAGE = "dualpath"
 ROOT_NODE = "__init__"  # the package's own __init__.py
 
+# Packages whose children are nodes of their own: the layout by role groups the model, the
+# runtimes and the commands in folders, but the contract is kept between their parts.
+CONTAINERS = ("model", "runtimes", "runtimes.process", "cli")
+# Single modules that are nodes of their own inside a node's folder: load generation has one
+# home (`loadgen/`), but `drive` starts a local cluster, so it stands above the launcher.
+SPLIT = ("loadgen.drive",)
+
 # Bottom first. A node may import only nodes of the layers below its own: siblings in one
 # layer stay independent, so moving one never drags another along.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # The optional compiled build's loader (the package's __init__ installs it first) and the
     # no-op mypyc decorator the compiled classes carry: standard library only.
-    ("native", "compiled"),
-    ("entities", "plugins", "logs", "rpc", ROOT_NODE),  # records, plug-in loader, logging, stubs
-    ("core",),  # clocks
-    ("blocks", "links", "faults"),  # KV blocks, the link fabric, the fault schedule grammar
-    ("roofline", "workload"),  # compute model, agent scripts and traces
-    ("config",),  # the scenario, checked against the profile and workload names below it
-    ("policies",),  # scheduling decisions (pure)
-    ("engines",),  # prefill/decode units, the global scheduler, the wired Cluster
+    ("native", "compiled", "moved"),
+    # records, plug-in loader, logging, stubs; the role folders' own (docstring-only) __init__
+    (
+        "model.entities",
+        "plugins",
+        "logs",
+        "rpc",
+        ROOT_NODE,
+        "model",
+        "runtimes",
+        "runtimes.process",
+        "cli",
+    ),
+    ("model.core",),  # clocks
+    # KV blocks, the link fabric, the fault schedule grammar
+    ("model.blocks", "model.links", "model.faults"),
+    ("model.roofline", "model.workload"),  # compute model, agent scripts and traces
+    ("model.config",),  # the scenario, checked against the profile and workload names below it
+    ("model.policies",),  # scheduling decisions (pure)
+    ("model.engines",),  # prefill/decode units, the global scheduler, the wired Cluster
     ("report",),  # the report from a finished Cluster
-    ("runtime",),  # composition root and the virtual-time runtime
-    ("control", "frontdoor", "deploy", "containers"),  # Redis control plane, HTTP, manifests
-    ("serving",),  # the process runtime's services
+    ("runtimes.cluster",),  # the composition root both runtimes use
+    ("runtimes.virtual",),  # the virtual-time runtime
+    # Redis control plane, HTTP front door, manifests and container control
+    ("runtimes.process.control", "runtimes.process.frontdoor", "deploy"),
+    ("runtimes.process.serving",),  # the process runtime's services
     ("loadgen",),  # Locust load generation (the client side)
-    ("launcher",),  # local clusters of processes: up, run, load
-    ("cli_common",),  # what every command shares: one-line errors, output paths, validate
-    ("experiments", "cli_progress"),
-    ("cli_calibrate", "cli_cluster", "cli_containers", "cli_deploy", "bench", "probe", "layers"),
-    ("cli_load",),  # starts a local cluster as `up` does (cli_cluster)
-    ("cli",),
+    ("runtimes.process.launcher",),  # local clusters of processes: up, run
+    ("loadgen.drive",),  # `dualpath load`: a local cluster driven by Locust
+    ("cli.common",),  # what every command shares: one-line errors, output paths, validate
+    ("experiments", "cli.progress"),
+    (
+        "cli.calibrate",
+        "cli.serve",
+        "cli.cluster",
+        "cli.deploy",
+        "cli.experiment",
+        "bench",
+        "probe",
+        "layers",
+    ),
+    ("api",),  # the public surface for plug-ins: re-exports, above all it names
+    ("cli.load",),  # starts a local cluster as `up` does (cli.serve)
+    ("cli.main",),
     ("__main__",),
 )
 
 # The emulated system itself: what both runtimes share. It never imports a runtime, so the
 # same objects run on virtual time and as processes.
-MODEL = frozenset(
-    {"entities", "core", "blocks", "links", "faults", "roofline", "workload", "config"}
-    | {"policies", "engines"}
-)
+MODEL_PREFIX = "model."
+MODEL = frozenset(n for layer in LAYERS for n in layer if n.startswith(MODEL_PREFIX))
 RUNTIMES = frozenset(
-    {"runtime", "serving", "control", "frontdoor", "launcher", "loadgen", "experiments"}
-    | {"containers", "bench", "__main__"}
+    {"runtimes.cluster", "runtimes.virtual", "loadgen", "loadgen.drive", "experiments"}
+    | {n for layer in LAYERS for n in layer if n.startswith("runtimes.process.")}
+    | {"deploy", "bench", "api", "__main__"}
 )
 
 # Runtimes use only public names of the model (docs/architecture.md, "Seams"). In a runtime
@@ -73,16 +104,28 @@ Graph = Mapping[str, frozenset[str]]
 
 
 def is_runtime(node: str) -> bool:
-    return node in RUNTIMES or node.startswith("cli")
+    return node in RUNTIMES or node.startswith("cli.")
+
+
+def node_of(module: str) -> str:
+    """The node of a module path below the package (`model.engines.prefill` -> `model.engines`)."""
+    for split in SPLIT:
+        if module == split or module.startswith(split + "."):
+            return split
+    parts = module.split(".")
+    depth = 1
+    while depth < len(parts) and ".".join(parts[:depth]) in CONTAINERS:
+        depth += 1
+    return ".".join(parts[:depth])
 
 
 def nodes_of(root: Path) -> dict[str, list[Path]]:
     """Each node (a subpackage, or a top-level module) and its Python files."""
     out: dict[str, list[Path]] = {}
     for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root)
-        node = rel.parts[0] if len(rel.parts) > 1 else path.stem
-        out.setdefault(node, []).append(path)
+        rel = path.relative_to(root).with_suffix("").parts
+        module = ".".join(rel[:-1] if rel[-1] == "__init__" and len(rel) > 1 else rel)
+        out.setdefault(node_of(module), []).append(path)
     return out
 
 
@@ -114,7 +157,8 @@ def _target(name: str, nodes: Iterable[str]) -> str | None:
         return None
     if len(parts) == 1:
         return ROOT_NODE
-    return parts[1] if parts[1] in nodes else None
+    node = node_of(".".join(parts[1:]))
+    return node if node in nodes else None
 
 
 def import_graph(root: Path) -> dict[str, frozenset[str]]:

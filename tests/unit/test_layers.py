@@ -35,7 +35,7 @@ def test_the_package_keeps_its_contract() -> None:
 def test_the_command_prints_the_graph_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(ROOT)]) == 0
     out = capsys.readouterr().out
-    assert "  engines -> " in out
+    assert "  model.engines -> " in out
     assert "no cycle" in out
     assert out.rstrip().endswith("contract: ok")
 
@@ -52,12 +52,27 @@ def test_each_node_is_declared_once_and_the_model_sits_below_every_runtime() -> 
 @pytest.mark.parametrize(
     ("graph", "needle"),
     [
-        ({"engines": {"policies"}, "policies": {"engines"}}, "cycle among engines, policies"),
-        ({"engines": {"serving"}, "serving": set()}, "engines -> serving: the model imports"),
-        ({"config": {"cli_cluster"}, "cli_cluster": set()}, "config -> cli_cluster: the model"),
-        ({"core": {"blocks"}, "blocks": set()}, "core -> blocks: imports from a higher layer"),
-        ({"blocks": {"links"}, "links": set()}, "blocks -> links: imports from the same layer"),
-        ({"newpkg": set()}, "newpkg: in no layer"),
+        (
+            {"model.engines": {"model.policies"}, "model.policies": {"model.engines"}},
+            "cycle among model.engines, model.policies",
+        ),
+        (
+            {"model.engines": {"runtimes.process.serving"}, "runtimes.process.serving": set()},
+            "model.engines -> runtimes.process.serving: the model imports",
+        ),
+        (
+            {"model.config": {"cli.serve"}, "cli.serve": set()},
+            "model.config -> cli.serve: the model",
+        ),
+        (
+            {"model.core": {"model.blocks"}, "model.blocks": set()},
+            "model.core -> model.blocks: imports from a higher layer",
+        ),
+        (
+            {"model.blocks": {"model.links"}, "model.links": set()},
+            "model.blocks -> model.links: imports from the same layer",
+        ),
+        ({"model.newpkg": set()}, "model.newpkg: in no layer"),
     ],
 )
 def test_a_violation_is_reported(graph: dict[str, set[str]], needle: str) -> None:
@@ -92,19 +107,25 @@ def test_every_kind_of_import_counts(tmp_path: Path) -> None:
     _write(root, "model/engines/unit.py", "from ..core.clock import tick\nclass U: ...\n")
     _write(root, "model/engines/late.py", "def f() -> None:\n    import dualpath.report.build\n")
     _write(root, "report/__init__.py", "")
-    _write(root, "report/build.py", "from dualpath import engines, plugins\n")
+    _write(
+        root,
+        "report/build.py",
+        "from dualpath.model import engines\nfrom dualpath import plugins\n",
+    )
     _write(root, "plugins.py", "import json\nimport dualpath\n")
     graph = import_graph(root)
     assert graph == {
         "__init__": frozenset(),
-        "core": frozenset(),
-        "entities": {"engines"},
-        "engines": {"core", "report"},
-        "report": {"engines", "plugins"},
+        "model.core": frozenset(),
+        "model.entities": {"model.engines"},
+        "model.engines": {"model.core", "report"},
+        "report": {"model.engines", "plugins"},
         "plugins": {"__init__"},
     }
-    assert cycles(graph) == [["engines", "report"]]
-    assert "entities -> engines: imports from a higher layer (1 -> 7)" in violations(graph)
+    assert cycles(graph) == [["model.engines", "report"]]
+    assert "model.entities -> model.engines: imports from a higher layer (1 -> 7)" in violations(
+        graph
+    )
     assert main([str(root)]) == 1
 
 
@@ -140,3 +161,16 @@ def test_a_runtime_reaching_a_private_name_is_a_violation(tmp_path: Path) -> Non
     )
     assert private_reach_ins(root) == []  # a runtime's own private method is its own
     assert main([str(root)]) == 0
+
+
+def test_a_module_of_a_role_folder_is_a_node_and_a_split_module_is_its_own() -> None:
+    from dualpath.layers import node_of
+
+    assert node_of("model.engines.prefill") == "model.engines"
+    assert node_of("runtimes.process.serving.node") == "runtimes.process.serving"
+    assert node_of("runtimes.virtual.sim") == "runtimes.virtual"
+    assert node_of("runtimes.cluster") == "runtimes.cluster"
+    assert node_of("cli.serve") == "cli.serve"
+    assert node_of("loadgen.drive") == "loadgen.drive"
+    assert node_of("loadgen.locust_user") == "loadgen"
+    assert node_of("report.build") == "report"

@@ -60,7 +60,7 @@ def test_an_edit_anywhere_in_the_package_invalidates_the_build(
     )
     monkeypatch.setattr(native, "_SERVICES", copy)
     before = native.digest()
-    settings = copy / "dualpath" / "config" / "settings.py"
+    settings = copy / "dualpath" / "model" / "config" / "settings.py"
     settings.write_text(settings.read_text() + "\n# edited\n")
     assert "dualpath.model.config.settings" not in native.MODULES
     assert native.digest() != before

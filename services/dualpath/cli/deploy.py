@@ -202,7 +202,4 @@ def compose(
 
 
 def register(app: typer.Typer) -> None:
-    from dualpath.cli.experiment import register as register_experiment
-
     app.add_typer(deploy_app, name="deploy")
-    register_experiment(app)  # replaces cli/main.py's `experiment`: same flags + the k8s steps

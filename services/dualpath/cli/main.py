@@ -229,7 +229,8 @@ def presets() -> None:
 def _register_cluster_commands() -> None:
     from dualpath.cli.calibrate import register as register_calibrate  # fit a GPU profile
     from dualpath.cli.cluster import register as register_containers  # cluster (compose)
-    from dualpath.cli.deploy import register as register_deploy  # deploy; experiment --emit
+    from dualpath.cli.deploy import register as register_deploy  # deploy (k8s, compose)
+    from dualpath.cli.experiment import register as register_experiment  # experiment NAME
     from dualpath.cli.load import register as register_load  # load (Locust as a subprocess)
     from dualpath.cli.serve import register  # serve, up, run (the process runtime)
 
@@ -238,6 +239,7 @@ def _register_cluster_commands() -> None:
     register_containers(app)
     register_deploy(app)
     register_calibrate(app)
+    register_experiment(app)
 
 
 _register_cluster_commands()
