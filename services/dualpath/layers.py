@@ -6,7 +6,7 @@ violation: a cycle, an import of a node in the same or a higher layer, a node no
 declares, the model importing a runtime, or a runtime using a private name of the model
 (`private_reach_ins`). Every import counts, the ones under
 `if TYPE_CHECKING:` and inside functions included: a type-only import is still a dependency
-a reader has to follow. docs/architecture.md explains the layers; tests/unit/test_layers.py
+a reader has to follow. docs/architecture.md explains the layers; tests/test_layers.py
 runs the contract in CI.
 """
 

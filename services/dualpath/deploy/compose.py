@@ -134,7 +134,7 @@ def _header(t: Target, sc: Scenario) -> list[str]:
         f"  {command(t)}",
         "It also writes monitoring/prometheus.yml beside this file (the scrape targets follow",
         "the topology). The command above with --check exits 1 with a diff when the files",
-        "differ from what it generates (tests/unit/test_deploy_compose.py runs it on the",
+        "differ from what it generates (tests/deploy/test_deploy_compose.py runs it on the",
         "committed docker-compose.yml). Another preset or topology: docs/containers.md",
         '"Another topology" (`dualpath deploy compose --preset P --set k=v --out FILE`).',
         *scenario,

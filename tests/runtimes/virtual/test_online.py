@@ -1,0 +1,70 @@
+"""Online serving on virtual time: Poisson arrivals, the stop rule, a clean drain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dualpath.model.config.settings import Scenario
+from dualpath.runtimes.virtual.sim import simulate
+from tests.runtimes.virtual.conftest import small
+
+SHORT = ("workload.mode=online", "online.window_s=30", "online.lookback_s=60")
+
+
+def _online(*sets: str) -> Scenario:
+    return small(*SHORT, *sets)
+
+
+@pytest.fixture(scope="module")
+def light() -> dict[str, Any]:
+    return simulate(_online("online.aps=0.1", "online.max_duration_s=300"))
+
+
+def test_light_load_meets_the_slo_and_drains_cleanly(light: dict[str, Any]) -> None:
+    o = light["online"]
+    assert o["stop_reason"] in {"steady_state", "max_duration"}
+    assert o["slo_met"] is True
+    assert 0 < o["stop_time_s"] <= 300
+    assert o["agents_arrived"] == o["agents_finished"] > 0  # every agent stopped cleanly
+    assert o["window"]["ttft_s"]["n"] > 0
+    assert o["window"]["ttft_s"]["mean"] <= 4.0
+    integ = light["integrity"]
+    assert integ["conservation_ok"] and integ["blocks_lost"] == integ["blocks_corrupted"] == 0
+    assert light["requests"]["failed"] == 0
+    assert light["mode"] == "online"
+
+
+def test_arrivals_follow_the_rate(light: dict[str, Any]) -> None:
+    o = light["online"]
+    expected = 0.1 * o["stop_time_s"]  # Poisson: mean arrivals = APS x time
+    assert abs(o["agents_arrived"] - expected) <= 4 * expected**0.5 + 1
+
+
+def test_ttft_over_the_slo_stops_the_run() -> None:
+    r = simulate(_online("online.aps=0.5", "online.slo_ttft_s=0.01", "online.max_duration_s=300"))
+    o = r["online"]
+    assert o["stop_reason"] == "ttft_slo_exceeded"
+    assert o["slo_met"] is False
+    assert o["stop_time_s"] == pytest.approx(30.0)  # the first full window already fails
+    assert r["integrity"]["conservation_ok"]
+
+
+def test_tpot_over_the_slo_fails_the_verdict() -> None:
+    r = simulate(_online("online.aps=0.2", "online.slo_tpot_ms=1", "online.max_duration_s=90"))
+    assert r["online"]["window"]["tpot_s"]["mean"] > 0.001
+    assert r["online"]["slo_met"] is False
+
+
+def test_same_seed_same_online_result() -> None:
+    sc = _online("online.aps=0.2", "online.max_duration_s=90")
+    a, b = simulate(sc)["online"], simulate(sc)["online"]
+    assert a == b
+
+
+def test_more_load_more_ttft() -> None:
+    lo = simulate(_online("online.aps=0.05", "online.max_duration_s=120"))["online"]
+    hi = simulate(_online("online.aps=1.5", "online.max_duration_s=120"))["online"]
+    assert hi["agents_arrived"] > 5 * lo["agents_arrived"]
+    assert hi["window"]["ttft_s"]["mean"] > lo["window"]["ttft_s"]["mean"]
