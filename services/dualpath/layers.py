@@ -65,6 +65,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("experiments", "cli.progress"),
     (
         "cli.calibrate",
+        "cli.catalog",
+        "cli.sim",
         "cli.serve",
         "cli.cluster",
         "cli.deploy",
