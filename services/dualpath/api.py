@@ -10,7 +10,8 @@ may move them between its folders, but they stay importable from `dualpath.api`.
   `AgentScript`, `ScriptTurn`;
 - profiles: `GpuProfile`, `ModelProfile`, `load_gpu`, `load_model`;
 - experiments: `Experiment`, `RunSpec`, `Results`, `Summary`, `Table`, `Plot`, `Row`, and the
-  helpers the built-in ones use: `jct`, `div`, `paper_row`;
+  helpers the built-in ones use: `jct`, `div`, `paper_row`, `scenarios` (the paper's arms,
+  `build`, `labels`, `run_key`);
 - `register`: the entry-point group names (`register.POLICIES`, ...) a `pyproject.toml`
   declares its plug-ins under.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from dualpath import plugins as _plugins
+from dualpath.experiments import scenarios
 from dualpath.experiments.base import Experiment, Plot, Results, Row, RunSpec, Summary, Table
 from dualpath.experiments.extract import div, jct
 from dualpath.experiments.figures import paper_row
@@ -67,4 +69,5 @@ __all__ = [
     "load_model",
     "paper_row",
     "register",
+    "scenarios",
 ]
