@@ -72,9 +72,8 @@ TRY_NATIVE = $(BIN)/python -m dualpath.native || echo "make: no compiled model (
 
 bench: $(STAMP) ## virtual-time runtime at paper scale (compiled model), process runtime request rate, Locust 1 vs N workers
 	$(TRY_NATIVE)
-	DUALPATH_NATIVE=1 $(BIN)/python -m dualpath.bench.virtual
-	$(BIN)/python -m dualpath.bench.process
-	$(BIN)/python -m dualpath.bench.locust
+	DUALPATH_NATIVE=1 $(BIN)/python -m dualpath.bench virtual
+	$(BIN)/python -m dualpath.bench process locust links
 
 lint: $(STAMP) ## ruff check, ruff format --check, mypy (strict)
 	$(BIN)/ruff check services tests
