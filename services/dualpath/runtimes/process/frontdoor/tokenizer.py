@@ -59,8 +59,8 @@ def seed_of(ids: Sequence[int]) -> int:
 
 # Common English words: as " word" each is one token in byte-level BPE vocabularies (Ġword)
 # and in BERT's WordPiece ones. Checked for the two the tests ship, Claude's BPE and
-# all-MiniLM's uncased WordPiece (tests/runtimes/process/frontdoor/test_hf_tokenizer.py); lowercase ASCII,
-# so no normalizer (NFKC, lowercasing) changes them.
+# all-MiniLM's uncased WordPiece (tests/runtimes/process/frontdoor/test_hf_tokenizer.py);
+# lowercase ASCII, so no normalizer (NFKC, lowercasing) changes them.
 _WORDS = """the of and to in is was it for on that with as by at from his he be this are an or had
     not but which have were her one they all she there been their has would more who when will
     into its up him other time out can some so them what about than only two also over then
