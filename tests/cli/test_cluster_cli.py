@@ -167,7 +167,7 @@ class FakeNetworks:
 
 
 class Engine:
-    """The parts of docker.DockerClient that runtimes/process/control.py uses."""
+    """The parts of docker.DockerClient that deploy/containers/control.py uses."""
 
     def __init__(self, *containers: FakeContainer) -> None:
         self.all = list(containers)
