@@ -30,8 +30,8 @@ from dualpath.runtimes.process.frontdoor.tokenizer import StandIn
 from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
 from dualpath.runtimes.process.launcher.run import finish_run
 from tests.runtimes.process.frontdoor.shipped_tokenizers import BPE, NO_BPE, NO_WORDPIECE, WORDPIECE
-from tests.runtimes.process.serving.conftest import scenario
 from tests.runtimes.process.serving import bench_client as bc
+from tests.runtimes.process.serving.conftest import scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "data" / "traces" / "mooncake_synthetic" / "synthetic_trace.jsonl"
