@@ -26,8 +26,10 @@ def test_a_weka_slice_agrees_across_runtimes(tmp_path: Path) -> None:
         "workload.time_scale=0.01",
     )
     virtual = simulate(sc)
-    # dilation 2: measured +1.3 % JCT (+1.0 % at 1), counts identical; ≈40 s wall
-    proc = run_workload(sc, UpOptions(tmp_path, http_port=0, dilation=2.0)).report
+    # dilation 1 (≈70 s wall): +1.0 % JCT on an idle host, counts identical. At dilation 2
+    # it was +2.1 % idle and +5.1 % once inside the whole suite on 2 cores (the host's lag
+    # lengthens the live turns), past the 5 % this test allows: speed is not what it checks.
+    proc = run_workload(sc, UpOptions(tmp_path, http_port=0, dilation=1.0)).report
     assert proc["requests"]["completed"] == virtual["requests"]["completed"] == 30
     assert proc["requests"]["failed"] == 0
     pi, vi = proc["integrity"], virtual["integrity"]
