@@ -76,8 +76,8 @@ bench: $(STAMP) ## virtual-time runtime at paper scale (compiled model), process
 	$(BIN)/python -m dualpath.bench process locust links
 
 lint: $(STAMP) ## ruff check, ruff format --check, mypy (strict)
-	$(BIN)/ruff check services tests
-	$(BIN)/ruff format --check services tests
+	$(BIN)/ruff check services tests scripts
+	$(BIN)/ruff format --check services tests scripts
 	$(BIN)/mypy
 
 docs: $(STAMP) ## the documentation site (mkdocs, Material) into site/; any warning fails (broken link or anchor)

@@ -5,7 +5,8 @@
 Run by the project image's Python on the compose network (the services are reachable there
 by name, and only there). It asks every service for its statistics over gRPC with the run's
 token (DUALPATH_TOKEN, which the cluster's containers have), builds the report with the same
-code and contract as `dualpath run` (dualpath.runtimes.process.launcher.collect), prints it as JSON and exits
+code and contract as `dualpath run` (dualpath.runtimes.process.launcher.collect), prints it as JSON
+and exits
 1 when a block was lost or corrupted, 3 (naming the service) when one did not answer within
 its deadline. It stops nothing: the cluster keeps serving.
 """
@@ -22,8 +23,9 @@ from typing import Any
 import grpc
 
 from dualpath.model.config.presets import resolve
-from dualpath.runtimes.process.launcher.collect import process_report
+from dualpath.model.config.workload_sources import build_workload
 from dualpath.rpc.v1 import kv_pb2, kv_pb2_grpc, node_pb2_grpc, scheduler_pb2_grpc
+from dualpath.runtimes.process.launcher.collect import process_report
 from dualpath.runtimes.process.serving.peers import make_channel
 from dualpath.runtimes.process.serving.stats import unpack
 
@@ -81,7 +83,9 @@ def main() -> int:
     t_start = min((row[6] for row in rows), default=now)
     t_end = max((row[9] for row in rows), default=t_start)
     extra = {"turns": len(rows), "collected_at_unix": time.time()}
-    report = process_report(resolve(PRESET, {}, []), services, t_start, t_end, 0.0, extra)
+    sc = resolve(PRESET, {}, [])
+    # the scripts the load replayed: Locust builds them from the same preset (docs/loadgen.md)
+    report = process_report(sc, build_workload(sc), services, t_start, t_end, 0.0, extra)
     # each service's emulated now: they share one epoch, so these agree within the
     # collection's own duration (a service that took a fresh epoch stands out here)
     report["clocks"] = {s["service"]: s["now"] for s in services}
