@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
+ROOT = REPO
 
 
 def test_docs_site_builds_strictly_without_a_warning(tmp_path: Path) -> None:

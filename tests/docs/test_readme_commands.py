@@ -30,9 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import REPO
 from tests.polling import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 VENV = Path(sys.prefix)
 STAMP = VENV / ".installed"  # the Makefile's $(STAMP): never remade from the clone
 SHELLS = {"bash", "sh", "shell"}

@@ -29,12 +29,13 @@ from dualpath.runtimes.process.frontdoor.hf_tokenizer import load_tokenizer
 from dualpath.runtimes.process.frontdoor.tokenizer import StandIn
 from dualpath.runtimes.process.launcher.local import LocalCluster, UpOptions
 from dualpath.runtimes.process.launcher.run import finish_run
+from tests.paths import MOONCAKE, REPO
 from tests.runtimes.process.frontdoor.shipped_tokenizers import BPE, NO_BPE, NO_WORDPIECE, WORDPIECE
 from tests.runtimes.process.serving import bench_client as bc
 from tests.runtimes.process.serving.conftest import scenario
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACE = ROOT / "data" / "traces" / "mooncake_synthetic" / "synthetic_trace.jsonl"
+ROOT = REPO
+TRACE = MOONCAKE
 REL = 0.02
 SLICE = 20  # the trace's first requests (4.8 s of arrivals, 20 s with their outputs)
 
