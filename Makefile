@@ -24,7 +24,7 @@ JOBS ?= 2
 EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
-.PHONY: help install run load sim test bench native lint proto docs clean distclean experiments-quick compose-test \
+.PHONY: help install run load sim test bench equivalence native lint proto docs clean distclean experiments-quick compose-test \
 	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity exp-scale
 
 help: ## list the targets
@@ -70,10 +70,24 @@ native: $(STAMP) ## compile the virtual-time model with mypyc; runs with DUALPAT
 # the Python one: a missing C compiler costs time, not the run.
 TRY_NATIVE = $(BIN)/python -m dualpath.native || echo "make: no compiled model (above); the Python model runs: same results, slower" >&2
 
-bench: $(STAMP) ## virtual-time runtime at paper scale (compiled model), process runtime request rate, Locust 1 vs N workers
+# The older commit `make bench` runs side by side (its own code, CPU per completed turn) and
+# `make equivalence` gates against (docs/native.md, "Equivalence gate"). For the gate, pick the
+# last commit before the change under test (e.g. `git merge-base HEAD main` before a merge);
+# d7c29f3 is the tree every issue-26 branch started from. AGAINST= (empty) skips bench's pair.
+bench: AGAINST ?= 0a402f5
+equivalence: AGAINST ?= d7c29f3
+SEEDS ?= 5
+ONLY ?=
+EQUIV_SCALE ?= 1
+
+bench: $(STAMP) ## virtual-time runtime (compiled): turns and emulated s per CPU s, RSS, 1/4/24 units, pair vs AGAINST; process runtime; Locust
 	$(TRY_NATIVE)
-	DUALPATH_NATIVE=1 $(BIN)/python -m dualpath.bench virtual
+	DUALPATH_NATIVE=1 $(BIN)/python -m dualpath.bench.virtual $(if $(AGAINST),--against $(AGAINST))
 	$(BIN)/python -m dualpath.bench process locust links
+
+equivalence: $(STAMP) ## issue 26's gate: six reference scenarios x SEEDS, working tree vs AGAINST's own code (hours at SCALE 1) -> out/equivalence/
+	$(BIN)/python -m dualpath.bench.equivalence --against $(AGAINST) --seeds $(SEEDS) --jobs $(JOBS) \
+		--scale $(EQUIV_SCALE) --out $(OUT)/equivalence $(if $(ONLY),--only '$(ONLY)')
 
 lint: $(STAMP) ## ruff check, ruff format --check, mypy (strict)
 	$(BIN)/ruff check services tests scripts

@@ -1,15 +1,16 @@
 """`make bench`: speed of the virtual-time runtime, measured in one run (not a test).
 
-Prints, for the paper's 2P4D testbed with 1024 agents (64K) and for a 4x cluster (8P16D, 4096
-agents), the wall and CPU time, turns per wall (and CPU) second, emulated seconds per wall
-second and peak RSS, then the ratio of their per-turn costs (how cost grows with cluster
-size), the same for the 4x cluster in EP groups of the 2P4D unit's size (as the scale
-experiment runs it), plus the link micro-benchmark and the host's speed on a fixed piece of
-Python (to spot a host that got slower). Each scenario runs in its own process,
-so its RSS is its own. The 8P16D runs take minutes: `--scale` (or `DUALPATH_BENCH_SCALE`)
-runs them with that fraction of their agents (default 0.25: 1024; `--scale 1`: 4096), and
-`--profile` prints the functions where the time goes (one scenario, in process). Set
-`DUALPATH_NATIVE=1` to measure the compiled model (`python -m dualpath.native`).
+Prints, each scenario in a process of its own (so its peak RSS is its own): the host's speed
+on a fixed piece of Python (to spot a host that got slower), the link micro-benchmark, then
+for the paper's 2P4D testbed (1024 agents, 64K) the CPU and wall time, turns per CPU second,
+emulated seconds per CPU second and peak RSS; a 4x cluster with one EP group per side (8P16D,
+`--scale` of its 4096 agents, default 0.25) and its per-turn cost over the 2P4D run; the scale
+experiment's shape at 1, 4 and 24 units (2P4D units in unit-sized EP groups, 48K, 2048 agents
+per unit times `--units-scale`, default 0.125: 256, 1024 and 6144 agents, the same load per
+unit) and their per-turn cost over 1 unit; and, with `--against COMMIT`, the 2P4D run side
+by side on that commit's own code and on this tree (`bench/pair.py`: CPU per completed turn,
+old/new). `--profile` prints the functions where the time goes (the 2P4D run, in process).
+Set `DUALPATH_NATIVE=1` to measure the compiled model (`python -m dualpath.native`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import pstats
 import resource
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from dualpath import native
@@ -35,12 +38,18 @@ from dualpath.runtimes.virtual.sim import simulate
 BASE = {"preset": "paper-ds660b-2p4d", "prefill": 2, "decode": 4, "agents": 1024}
 LARGE = {"preset": "paper-ds660b-2p4d", "prefill": 8, "decode": 16, "agents": 4096}
 DEFAULT_SCALE = 0.25
-TARGET_WALL_S = 30  # issue 13: 2P4D/1024 in <= 30 s wall (>= 70x real time)
-TARGET_RATIO = 1.2  # issue 13: per-turn cost 8P16D/4096 over 2P4D/1024
-# The 4x cluster again, split into EP groups of the 2P4D unit's size, as the scale experiment
-# runs it (experiments/scale.py): per-decode-chunk and per-DE-choice work is O(GPUs of an EP
-# group), so this separates cluster size from EP group size in the cost growth.
-UNIT_GROUPS = ["topology.prefill_group_nodes=2", "topology.decode_group_nodes=4"]
+TARGET_RATIO = 1.1  # issue 26: per-turn cost 8P16D/4096 over 2P4D/1024, one EP group per side
+# The scale experiment's shape (experiments/scale.py): N units of 2P4D with 2048 agents each
+# at 48K, each side in EP groups of the unit's size. Per-decode-chunk and per-DE-choice work
+# is O(GPUs of an EP group), so this separates cluster size from EP group size.
+UNITS = (1, 4, 24)
+UNIT_AGENTS = 2048
+DEFAULT_UNITS_SCALE = 0.125  # 256 agents per unit: the 24-unit run (6144) stays in minutes
+UNIT_SETS = [
+    "workload.max_len=48k",
+    "topology.prefill_group_nodes=2",
+    "topology.decode_group_nodes=4",
+]
 
 
 def measure(
@@ -73,6 +82,7 @@ def measure(
         "us_per_turn_cpu": round(1e6 * cpu / max(1, turns)),
         "emulated_s": round(report["jct_s"], 1),
         "emulated_s_per_wall_s": round(report["jct_s"] / wall, 1),
+        "emulated_s_per_cpu_s": round(report["jct_s"] / cpu, 1),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,  # Linux: KiB
         "flows": report["runtime"]["flows"],
         "flows_per_turn": round(report["runtime"]["flows"] / max(1, turns), 2),
@@ -117,12 +127,15 @@ def _in_child(spec: dict[str, Any], sets: list[str]) -> dict[str, Any]:
     for s in sets:
         cmd += ["--set", s]
     sys.stderr.write(f"  running {spec['prefill']}P{spec['decode']}D/{spec['agents']} ...\n")
+    sys.stderr.flush()
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
     figures: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return figures
 
 
-def ratio(base: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
+def ratio(
+    base: dict[str, Any], large: dict[str, Any], target: float | None = TARGET_RATIO
+) -> dict[str, Any]:
     """Per-turn cost of the large scenario over the base one (CPU time: steadier than wall on
     a shared host; the wall-time ratio is printed too)."""
     per_turn_cpu = [f["cpu_s"] / max(1, f["turns"]) for f in (base, large)]
@@ -131,8 +144,25 @@ def ratio(base: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
         "of": f"{large['scenario']} / {base['scenario']}",
         "per_turn_cost_ratio_cpu": round(per_turn_cpu[1] / per_turn_cpu[0], 3),
         "per_turn_cost_ratio_wall": round(per_turn_wall[1] / per_turn_wall[0], 3),
-        "target": TARGET_RATIO,
+        "target": target,
     }
+
+
+def units(fraction: float, sets: list[str], counts: tuple[int, ...] = UNITS) -> dict[str, Any]:
+    """The scale experiment's shape at each unit count, and per-turn cost over the first."""
+    out: dict[str, Any] = {"agents_per_unit": max(1, round(UNIT_AGENTS * fraction))}
+    runs = []
+    for n in counts:
+        spec = {**BASE, "prefill": 2 * n, "decode": 4 * n, "agents": out["agents_per_unit"] * n}
+        fig = _in_child(spec, [*UNIT_SETS, *sets])
+        fig["scenario"] = f"{n} unit{'s' if n > 1 else ''}: {fig['scenario']} 48K, unit EP groups"
+        print("sim: " + json.dumps(fig), flush=True)
+        runs.append(fig)
+    out["runs"] = runs
+    out["ratios"] = [ratio(runs[0], r, None) for r in runs[1:]]
+    for r in out["ratios"]:
+        print("per-turn cost: " + json.dumps(r), flush=True)
+    return out
 
 
 def _scale_default() -> float:
@@ -148,6 +178,14 @@ def main(argv: list[str] | None = None) -> int:
         default=_scale_default(),
         help="fraction of the 8P16D run's 4096 agents (env DUALPATH_BENCH_SCALE; 0 skips it)",
     )
+    ap.add_argument(
+        "--units-scale",
+        type=float,
+        default=DEFAULT_UNITS_SCALE,
+        help="fraction of 2048 agents per unit in the 1/4/24-unit runs (0 skips them)",
+    )
+    ap.add_argument("--against", default="", help="also the 2P4D run side by side on this commit")
+    ap.add_argument("--pair-runs", type=int, default=2, help="runs per tree in the pair (ABBA)")
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--no-links", action="store_true", help="skip the link micro-benchmark")
     ap.add_argument("--profile", action="store_true", help="profile the 2P4D run (cProfile)")
@@ -174,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
     else:
         base = _in_child(base_spec, args.sets)
-    results["base"] = {**base, "target_wall_s": TARGET_WALL_S}
-    print("sim: " + json.dumps(results["base"]))
+    results["base"] = base
+    print("sim: " + json.dumps(results["base"]), flush=True)
     if args.scale > 0 and not args.profile:
         large_spec = {**LARGE, "agents": max(1, round(LARGE["agents"] * args.scale))}
         large = _in_child(large_spec, args.sets)
@@ -183,17 +221,24 @@ def main(argv: list[str] | None = None) -> int:
         print("sim: " + json.dumps(large))
         results["ratio"] = ratio(base, large)
         note = "" if args.scale == 1 else f" (scale {args.scale}: not 4096 agents)"
-        print("per-turn cost: " + json.dumps(results["ratio"]) + note)
-        units = _in_child(large_spec, [*args.sets, *UNIT_GROUPS])
-        units["scenario"] += " in 2P4D-sized EP groups"
-        results["large_unit_groups"] = units
-        print("sim: " + json.dumps(units))
-        results["ratio_unit_groups"] = ratio(base, units)
-        print("per-turn cost: " + json.dumps(results["ratio_unit_groups"]) + note)
+        print("per-turn cost: " + json.dumps(results["ratio"]) + note, flush=True)
+    if args.units_scale > 0 and not args.profile:
+        results["units"] = units(args.units_scale, args.sets)
+    if args.against and not args.profile:
+        results["pair"] = _pair(args.against, args.agents, args.pair_runs, args.sets)
     if args.json_out:
         with open(args.json_out, "w") as fh:
             json.dump(results, fh, indent=2)
     return 0
+
+
+def _pair(against: str, agents: int, runs: int, sets: list[str]) -> dict[str, Any]:
+    from dualpath.bench.pair import run_pair
+
+    with tempfile.TemporaryDirectory(prefix="dualpath-pair-") as tmp:
+        res = run_pair(against, agents, runs, Path(tmp), sets)
+    print("pair: " + json.dumps({k: v for k, v in res.items() if k != "runs"}), flush=True)
+    return res
 
 
 if __name__ == "__main__":
