@@ -155,6 +155,7 @@ def build_native(tree: Tree) -> None:
 
 def run_sim(tree: Tree, args: list[str], out: Path, native: bool = False) -> Run:
     """`dualpath sim ARGS --quiet --out OUT` on `tree`'s own code, in a child of its own."""
+    out = out.resolve()  # the child runs in out's folder
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-c", _SHIM, "sim", *args, "--quiet", "--out", str(out)]
     with tempfile.TemporaryFile("w+") as err:
