@@ -104,8 +104,11 @@ def _run_all(
         print(f"  {side} {sc.key} seed {seed}: {run.cpu_s:.1f} s CPU", file=sys.stderr, flush=True)
         return (sc.key, seed, side), run
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
         return dict(pool.map(one, plan.tasks()))
+    finally:  # a failed run: the queued ones never start (the running ones finish)
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def evaluate(plan: Plan, runs: dict[tuple[str, int, str], trees.Run]) -> list[compare.Row]:

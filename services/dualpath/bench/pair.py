@@ -81,11 +81,6 @@ def run_pair(against: str, agents: int, runs: int, out: Path, sets: list[str]) -
     done: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
     for i, side in enumerate(order(runs)):
         run = trees.run_sim(tree[side], args, out / f"{i:02d}-{side}.json", native)
-        compiled = bool(run.report["runtime"].get("compiled"))
-        if compiled != native:
-            raise trees.TreeError(
-                f"{side}: ran {'compiled' if compiled else 'Python'}, wanted the other"
-            )
         fig = {
             "cpu_s": round(run.cpu_s, 2),
             "sim_cpu_s": None if run.sim_cpu_s is None else round(run.sim_cpu_s, 2),

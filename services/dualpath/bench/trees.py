@@ -177,6 +177,9 @@ def run_sim(tree: Tree, args: list[str], out: Path, native: bool = False) -> Run
             + " | ".join(tail)
         )
     report = json.loads(out.read_text())
+    if bool(report["runtime"].get("compiled")) != native:  # a stale or missing build
+        ran = "compiled" if report["runtime"].get("compiled") else "in Python"
+        raise TreeError(f"{tree.label}: ran {ran}, not as asked (python -m dualpath.native there)")
     cpu = usage.ru_utime + usage.ru_stime
     sim_cpu = _marked(stderr, SIM_CPU)
     rss_mb = usage.ru_maxrss / 1024  # Linux: KiB
