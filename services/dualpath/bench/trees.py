@@ -167,15 +167,15 @@ def run_sim(tree: Tree, args: list[str], out: Path, native: bool = False) -> Run
         proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not reap it again
         err.seek(0)
         stderr = err.read()
-    imported = _marked(stderr, MARK)
-    if imported is None or Path(imported).resolve() != tree.package:
-        raise TreeError(f"{tree.label}: the child imported {imported}, not {tree.package}")
     if proc.returncode:
         tail = stderr.strip().splitlines()[-3:]
         raise TreeError(
             f"{tree.label}: dualpath sim {' '.join(args)} exited {proc.returncode}: "
             + " | ".join(tail)
         )
+    imported = _marked(stderr, MARK)
+    if imported is None or Path(imported).resolve() != tree.package:
+        raise TreeError(f"{tree.label}: the child imported {imported}, not {tree.package}")
     report = json.loads(out.read_text())
     if bool(report["runtime"].get("compiled")) != native:  # a stale or missing build
         ran = "compiled" if report["runtime"].get("compiled") else "in Python"
