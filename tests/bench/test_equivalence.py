@@ -39,7 +39,8 @@ def test_head_against_itself_passes_and_a_one_sided_change_fails(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # a relative --out, as `make equivalence` passes it
     out = tmp_path / "same"
-    argv = ["--against", "HEAD", "--suite", "smoke", "--jobs", "2", "--out", "same"]
+    sha = trees.resolve_commit("HEAD")
+    argv = ["--against", sha, "--suite", "smoke", "--jobs", "2", "--out", "same"]
     assert main([*argv, "--seeds", "2"]) == 0
     printed = capsys.readouterr().out
     assert "| smoke | jct_s | 2 |" in printed and "equivalence: PASS" in printed
@@ -47,7 +48,6 @@ def test_head_against_itself_passes_and_a_one_sided_change_fails(
     assert record["passed"] and len(record["rows"]) == 5
     assert all(r["diff_pct"] == 0.0 for r in record["rows"])
     # the old side really ran the checked-out commit, not this tree
-    sha = trees.resolve_commit("HEAD")
     assert record["against"] == sha and (trees_dir / sha / "services" / "dualpath").is_dir()
     assert len(record["cpu_s"]) == 4 and all(v > 0 for v in record["cpu_s"].values())
 
