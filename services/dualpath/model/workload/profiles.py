@@ -50,7 +50,7 @@ def pooled_profile_for(max_len: int) -> TraceProfile:
     return POOLED_PROFILES[row.max_len]
 
 
-# A short first prompt (issue 24, docs/fidelity.md "First prompts"): the generator with its
+# A short first prompt (issue 24, docs/fidelity.md "The datasets' shape"): the generator with its
 # first prompt's mean fixed at 2,789 tokens, the mean system prompt of the WEKA Claude Code
 # sessions without their tool definitions (`system_tokens`; with them, `tool_tokens` added,
 # 14,339: data/traces/weka_claude_code), and the other four fitted parameters (append, gen,
