@@ -241,3 +241,23 @@ def test_the_pooled_reading_refuses_a_maxlen_it_was_not_fitted_for() -> None:
 
     with pytest.raises(ValueError, match=r"synthetic-pooled.*64k only"):
         pooled_trajectories(32 * 1024, 4, 0)
+
+
+# --- First prompts: a short one (the WEKA sessions' system prompt), the rest refitted ---------
+def test_the_short_first_prompt_lowers_the_start_up_work_and_costs_table2() -> None:
+    from dualpath.model.workload.stats import trajectory_stats
+    from dualpath.model.workload.synthetic import short_first_trajectories, synthetic_trajectories
+
+    today = trajectory_stats(synthetic_trajectories(64 * 1024, 500, 0))
+    short = trajectory_stats(short_first_trajectories(64 * 1024, 500, 0))
+    assert short["first_append"] == pytest.approx(2_789, rel=0.05)  # WEKA's system_tokens
+    assert short["first_append"] < 0.3 * today["first_append"]  # ≈ 2.8K vs 11.0K tokens
+    assert short["turns"] == pytest.approx(157, rel=0.05)  # Turns, Append, Gen still hold
+    assert short["context"] < 0.97 * 32_721  # Context does not: the reading's cost
+
+
+def test_the_short_first_prompt_refuses_a_maxlen_it_was_not_fitted_for() -> None:
+    from dualpath.model.workload.synthetic import short_first_trajectories
+
+    with pytest.raises(ValueError, match=r"synthetic-short-first.*64k only"):
+        short_first_trajectories(48 * 1024, 4, 0)

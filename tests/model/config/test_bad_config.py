@@ -175,6 +175,8 @@ def test_bad_setting(item: str, needle: str) -> None:
         (["model=deepseek-v3.2", "topology.gpus_per_node=1"], "HBM"),
         (["topology.decode_nodes=1", "topology.decode_nodes.x=2"], "not a section"),
         (["workload.source=mooncake", "workload.trace=/no/such.jsonl"], "workload.trace"),
+        (["workload.source=synthetic-pooled", "workload.max_len=48k"], "64k only"),
+        (["workload.source=synthetic-short-first", "workload.max_len=32k"], "64k only"),
     ],
 )
 def test_bad_combination(sets: list[str], needle: str) -> None:

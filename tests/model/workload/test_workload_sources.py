@@ -33,7 +33,8 @@ def test_defaults_keep_the_synthetic_workload() -> None:
     assert (w.source, w.trace, w.replay, w.time_scale) == ("synthetic", None, "session", 1.0)
     assert (w.trace_sessions, w.trace_requests, w.subagents) == (None, None, True)
     assert set(WORKLOAD_SOURCES) == {
-        *("synthetic", "synthetic-pooled", "synthetic-weka", "weka", "mooncake")
+        *("synthetic", "synthetic-pooled", "synthetic-short-first", "synthetic-weka"),
+        *("weka", "mooncake"),
     }
 
 

@@ -238,8 +238,13 @@ class Workload(_Section):
         if self.source != "synthetic" and self.trace is None:
             from dualpath.model.config.workload_sources import find_source
 
-            if find_source(self.source).needs_trace:
+            src = find_source(self.source)
+            if src.needs_trace:
                 raise ValueError(f"source={self.source} needs `trace`: the trace's file or folder")
+            if src.check_max_len is not None:  # sources fitted to some Table 2 rows only
+                from dualpath.model.workload.table2 import parse_max_len
+
+                src.check_max_len(parse_max_len(self.max_len))
         return self
 
 

@@ -19,9 +19,14 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
+from dualpath.model.workload.profiles import pooled_profile_for, short_first_profile_for
 from dualpath.model.workload.script import Workload, first_turns, synthetic_workload
 from dualpath.model.workload.shaped import weka_shaped_trajectories
-from dualpath.model.workload.synthetic import pooled_trajectories, synthetic_trajectories
+from dualpath.model.workload.synthetic import (
+    pooled_trajectories,
+    short_first_trajectories,
+    synthetic_trajectories,
+)
 from dualpath.model.workload.table2 import parse_max_len
 from dualpath.model.workload.traces.registry import load_trace
 from dualpath.model.workload.trajectory import Trajectory
@@ -42,6 +47,9 @@ class WorkloadSource:
     needs_trace: bool  # `workload.trace` must name a file or folder
     build: Callable[[Scenario, int | None], Workload]
     help: str
+    # the max_len (tokens) the source can build; raises ValueError naming the fix otherwise
+    # (the settings call it, so a bad pair is a one-line settings error, not a traceback)
+    check_max_len: Callable[[int], object] | None = None
 
 
 def _table2(name: str, generate: Generator) -> Callable[[Scenario, int | None], Workload]:
@@ -102,6 +110,14 @@ WORKLOAD_SOURCES: dict[str, WorkloadSource] = {
             False,
             _table2("synthetic-pooled", pooled_trajectories),
             "paper Table 2 with Append/Gen read as pooled per-turn means (docs/fidelity.md)",
+            pooled_profile_for,
+        ),
+        WorkloadSource(
+            "synthetic-short-first",
+            False,
+            _table2("synthetic-short-first", short_first_trajectories),
+            "paper Table 2 with a 2.8K-token first prompt, the rest refitted (docs/fidelity.md)",
+            short_first_profile_for,
         ),
         WorkloadSource(
             "synthetic-weka",

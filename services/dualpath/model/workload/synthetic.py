@@ -19,7 +19,11 @@ from dualpath.model.workload.generator import (
     natural_turns,
     scaled,
 )
-from dualpath.model.workload.profiles import pooled_profile_for, profile_for
+from dualpath.model.workload.profiles import (
+    pooled_profile_for,
+    profile_for,
+    short_first_profile_for,
+)
 from dualpath.model.workload.trajectory import Trajectory, Turn
 
 BASE_TRAJECTORIES = 500  # per dataset, paper section 7.2
@@ -53,6 +57,16 @@ def pooled_trajectories(
     """As `synthetic_trajectories`, with Table 2's Append and Gen read as pooled per-turn
     means (`workload.source=synthetic-pooled`, docs/fidelity.md)."""
     profile = pooled_profile_for(max_len)
+    return synthetic_trajectories(max_len, n_agents, seed, append_scale, gen_scale, profile=profile)
+
+
+def short_first_trajectories(
+    max_len: int, n_agents: int, seed: int, append_scale: float = 1.0, gen_scale: float = 1.0
+) -> list[Trajectory]:
+    """As `synthetic_trajectories`, with a short first prompt (the WEKA sessions' system
+    prompt) and the rest refitted to Table 2 (`workload.source=synthetic-short-first`,
+    docs/fidelity.md)."""
+    profile = short_first_profile_for(max_len)
     return synthetic_trajectories(max_len, n_agents, seed, append_scale, gen_scale, profile=profile)
 
 
