@@ -25,7 +25,7 @@ EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
 .PHONY: help install run load sim test bench equivalence native lint proto docs clean distclean experiments-quick compose-test \
-	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity exp-scale
+	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity exp-scale exp-dram-tier
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -110,6 +110,7 @@ experiments-quick: $(STAMP) ## every experiment, tiny scenarios (a minute; NOT c
 	$(DUALPATH) experiment pd-range --quick --jobs $(JOBS) --out $(EXP_OUT)
 	$(DUALPATH) experiment online-capacity --quick --jobs $(JOBS) --out $(EXP_OUT)
 	$(DUALPATH) experiment scale --quick --jobs $(JOBS) --out $(EXP_OUT)
+	$(DUALPATH) experiment dram-tier --quick --jobs $(JOBS) --out $(EXP_OUT)
 
 exp-offline-agents: $(STAMP) ## Fig. 7 offline JCT vs agents, full grid (hours; resumable)
 	$(TRY_NATIVE)
@@ -142,6 +143,10 @@ exp-online-capacity: $(STAMP) ## Fig. 10 / Table 3: online APS sweep + capacity 
 exp-scale: $(STAMP) ## Table 3 / §7.6: 2P4D/2K agents to 48P96D/48K, 44P88D online (hours: 48P96D alone ≈ 40 min on the compiled model)
 	$(TRY_NATIVE)
 	DUALPATH_NATIVE=1 $(DUALPATH) experiment scale --jobs $(JOBS) --out $(EXP_OUT)
+
+exp-dram-tier: $(STAMP) ## beyond the paper: DRAM KV tier vs dual path, agents 256-8K x tier 0-2 TB (hours)
+	$(TRY_NATIVE)
+	DUALPATH_NATIVE=1 $(DUALPATH) experiment dram-tier --jobs $(JOBS) --out $(EXP_OUT)
 
 clean: ## remove outputs and caches (keeps .venv)
 	rm -rf $(OUT) site build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

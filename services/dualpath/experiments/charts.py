@@ -127,3 +127,50 @@ def time_series_panels(
             ax.legend(fontsize=7, ncol=2)
         ax.grid(alpha=0.3)
     _save(fig, path, title)
+
+
+@dataclass(slots=True)
+class CategoryMap:
+    """A heat map of categories: `cells[row][col]` = (category, text) or None (no result);
+    rows are `y` (bottom to top), columns `x`."""
+
+    title: str
+    x: list[str]
+    y: list[str]
+    cells: list[list[tuple[str, str] | None]]
+
+
+def category_maps(
+    path: Path,
+    panels: Sequence[CategoryMap],
+    colors: dict[str, str],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> None:
+    """One panel per map; a cell's colour is its category's (`colors`), its text printed on
+    it; a missing cell stays white. The legend lists every category in `colors`' order."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    names = list(colors)
+    fig, axes = _grid(len(panels), width=1.0 + 1.0 * max(len(p.x) for p in panels), height=4.2)
+    cmap = ListedColormap([colors[n] for n in names]).with_extremes(bad="white")
+    for ax, p in zip(axes, panels, strict=False):
+        codes = [[math.nan if c is None else names.index(c[0]) for c in row] for row in p.cells]
+        ax.imshow(codes, cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5, origin="lower",
+                  aspect="auto", alpha=0.75)  # fmt: skip
+        for r, row in enumerate(p.cells):
+            for c, got in enumerate(row):
+                ax.text(c, r, "no run" if got is None else got[1], ha="center", va="center",
+                        fontsize=6.5)  # fmt: skip
+        ax.set_xticks(range(len(p.x)), p.x, fontsize=8)
+        ax.set_yticks(range(len(p.y)), p.y, fontsize=8)
+        ax.set_title(p.title, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+    handles = [Patch(color=colors[n], alpha=0.75, label=n) for n in names]
+    axes[len(panels) - 1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                                 fontsize=8)  # fmt: skip
+    _save(fig, path, title)

@@ -18,13 +18,17 @@ def _builtins() -> list[type[Experiment]]:
     from dualpath.experiments.ablation import Ablation
     from dualpath.experiments.append_scale import AppendScale
     from dualpath.experiments.balance import Balance
+    from dualpath.experiments.dram_tier import DramTier
     from dualpath.experiments.offline_agents import OfflineAgents
     from dualpath.experiments.online_capacity import OnlineCapacity
     from dualpath.experiments.pd_range import PdRange
     from dualpath.experiments.pd_ratio import PdRatio
     from dualpath.experiments.scale import Scale
 
-    return [OfflineAgents, PdRatio, AppendScale, Ablation, Balance, PdRange, OnlineCapacity, Scale]
+    return [
+        OfflineAgents, PdRatio, AppendScale, Ablation, Balance, PdRange, OnlineCapacity, Scale,
+        DramTier,
+    ]  # fmt: skip
 
 
 def experiment_catalog(found: Iterable[EntryPointLike] | None = None) -> Catalog[type[Experiment]]:

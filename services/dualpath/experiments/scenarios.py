@@ -66,6 +66,11 @@ def run_key(*parts: object, quick: bool = False) -> str:
     return f"quick-{key}" if quick else key
 
 
+def dram_tag(bytes_per_node: float) -> str:
+    """A DRAM tier size as a run-key part, in decimal GB: 1.5e12 -> "dram1500gb"."""
+    return f"dram{bytes_per_node / 1e9:g}gb"
+
+
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in extra.items():
