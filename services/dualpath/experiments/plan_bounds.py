@@ -69,7 +69,7 @@ def sample_work(sc: Scenario, agents: int) -> SampleWork:
 Built = tuple[ClusterFacts, Roofline, Roofline, str]
 
 
-def _built(sc: Scenario, work: SampleWork) -> Built:
+def built_facts(sc: Scenario, work: SampleWork) -> Built:
     """The candidate's facts exactly as its report would have them (report/facts.py), its
     rooflines, and where its policy reads hits from storage: `none` (a DRAM tier, or the
     Oracle's zero-time I/O: no storage bound), `pe` (PE-side reads only) or `both`. The
@@ -121,7 +121,7 @@ def rate_bound(
 
 def candidate_bound(sc: Scenario, work: SampleWork, slo: Slo) -> Bound:
     """The bound of the candidate whose scenario is `sc`."""
-    facts, pe, de, reads = _built(sc, work)
+    facts, pe, de, reads = built_facts(sc, work)
     floor = slo_floor(pe, de, work, slo)
     if floor is not None:
         return Bound(0.0, floor, feasible=False)

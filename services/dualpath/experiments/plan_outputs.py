@@ -9,7 +9,7 @@ from typing import Any
 
 from dualpath.experiments.base import Plot, Results, Summary, Table
 from dualpath.experiments.extract import fmt
-from dualpath.experiments.plan import Plan, PlanSpec, measured, probes_of
+from dualpath.experiments.plan import AT_BOUND, Plan, PlanSpec, measured, probes_of
 from dualpath.experiments.plan_search import Measured, pareto, per_gpu, rank
 
 SCHEMA = "dualpath.plan/v1"
@@ -33,6 +33,7 @@ def _row(plan: Plan, results: Results, i: int, m: Measured) -> dict[str, Any]:
         "rank": i, "key": c.key, "policy": c.policy, "prefill_nodes": c.prefill,
         "decode_nodes": c.decode, "ep_nodes": c.ep_nodes, "dram_bytes_per_node": c.dram_bytes,
         "gpus": c.gpus, "nodes": c.nodes, "aps": m.aps, "aps_per_gpu": per_gpu(m.aps, c),
+        "at_bound": m.aps is not None and m.aps >= b.aps * AT_BOUND * 0.999,
         "aps_per_node": None if m.aps is None else m.aps / c.nodes, "bound_aps": b.aps,
         "bound_binding": b.binding, "run_binding": m.binding or None, "offline_jct_s": m.jct_s,
         "probes": {f"{a:g}": ok for a, ok in sorted(probes_of(c, results).items())},
@@ -95,7 +96,8 @@ def _cells(r: dict[str, Any]) -> list[str]:
     tier = r["dram_bytes_per_node"] / 1e9
     return [
         str(r["rank"]), r["policy"], f"{r['prefill_nodes']}P{r['decode_nodes']}D",
-        str(r["ep_nodes"] or "all"), f"{tier:g}", str(r["gpus"]), fmt(r["aps"], 4),
+        str(r["ep_nodes"] or "all"), f"{tier:g}", str(r["gpus"]),
+        fmt(r["aps"], 4) + (" (at bound)" if r["at_bound"] else ""),
         fmt(r["aps_per_gpu"], 5), fmt(r["aps_per_node"], 4), fmt(r["bound_aps"], 4),
         r["bound_binding"], r["run_binding"] or "—", fmt(r["offline_jct_s"], 1),
         " ".join(f"{a}{'✓' if ok else '✗'}" for a, ok in r["probes"].items()),
@@ -123,6 +125,10 @@ def markdown(doc: dict[str, Any], wall_s: float | None = None) -> str:
         f"Pareto front (fewer GPUs, more APS): {', '.join(doc['pareto']) or '—'}.",
         "",
     ]
+    if any(r["at_bound"] for r in doc["ranked"]):
+        lines += ["A capacity *at bound* passed the SLO at its upper bound: no probe saturated "
+                  "the cluster (too short; raise --duration), so it is the bound, not a "
+                  "measurement, and ties with the other such candidates.", ""]  # fmt: skip
     win = doc["winner"]
     if win is None:
         lines.append("No candidate met the SLO at any probed rate.")
