@@ -53,6 +53,8 @@ def _with(flag: str, value: str) -> list[str]:
         ("--duration", "0", "--duration must be emulated seconds > 0"),
         ("--emit", "slurm", "--emit 'slurm': accepted: k8s"),
         ("--pvc", "x", "--pvc: only with --emit k8s"),
+        ("--objective", "offline", "--objective offline: give --offline-agents N"),
+        ("--objective", "cheapest", "--objective 'cheapest': accepted: online, offline"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_flag(flag: str, value: str, needle: str) -> None:
@@ -90,6 +92,20 @@ def test_a_tiny_real_plan_ranks_and_prints_the_winner(tmp_path: Path) -> None:
     assert "| rank | policy | P/D |" in md and "Candidates: 1; run 1" in md
     assert (out / "pareto.png").stat().st_size > 0
     assert list((out / "runs").glob("dualpath-1p1d-ep0-t0g-aps*.json"))
+
+
+def test_offline_objective_ranks_by_agents_per_second_of_the_jct_run(tmp_path: Path) -> None:
+    args = [*GOOD, "--gpus-max", "6", "--objective", "offline", "--offline-agents", "3",
+            "--budget", "2", "--width", "2", "--jobs", "1", "--out", str(tmp_path)]  # fmt: skip
+    res = _invoke(*args)
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    doc = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert doc["counts"]["run"] + doc["counts"]["pruned"] + doc["counts"]["over_budget"] == 3
+    for row in doc["ranked"]:
+        assert row["aps"] == pytest.approx(3 / row["offline_jct_s"])
+        assert row["aps"] <= row["bound_aps"]  # the bound holds for the run's own work
+    assert "workload.mode=offline" in doc["winner"]["command"]
+    assert not list((tmp_path / "plan" / "runs").glob("*-aps*.json"))  # no online probe
 
 
 def test_emit_k8s_writes_jobs_whose_pods_ask_the_same_question(tmp_path: Path) -> None:

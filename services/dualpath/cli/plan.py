@@ -20,6 +20,7 @@ from dualpath.experiments.plan import Plan, PlanSpec
 from dualpath.experiments.plan_search import parse_slo, smallest_gpus
 
 MAX_LENS = ("32k", "48k", "64k")
+OBJECTIVES = ("online", "offline")
 PAPER_PRESET_PREFIX = "paper-"
 
 
@@ -66,7 +67,8 @@ def _gpus_per_node(preset: str, given: int | None) -> int:
 def build_spec(
     *, model: str, gpu: str, workload: str, slo: str, gpus_max: int, policies: list[str],
     preset: str | None, gpus_per_node: int | None, ep: list[int], dram: list[float],
-    duration: float, window: float, lookback: float, offline_agents: int | None, width: int,
+    duration: float, window: float, lookback: float, offline_agents: int | None,
+    objective: str, width: int,
     budget: int, probes: int, seed: int, sample_agents: int, sets: list[str],
 ) -> PlanSpec:  # fmt: skip
     """The question, checked flag by flag (one line naming the flag and the fix)."""
@@ -104,11 +106,16 @@ def build_spec(
             fail(f"{flag} must be emulated seconds > 0, got {secs}")
     if offline_agents is not None and offline_agents < 1:
         fail(f"--offline-agents must be at least 1, got {offline_agents}")
+    if objective not in OBJECTIVES:
+        fail(f"--objective {objective!r}: accepted: {', '.join(OBJECTIVES)}")
+    if objective == "offline" and offline_agents is None:
+        fail("--objective offline: give --offline-agents N (the agents of each JCT run)")
     return PlanSpec(
         model=model, gpu=gpu, workload=workload.lower(), slo=parsed, gpus_max=gpus_max,
         policies=tuple(dict.fromkeys(policies)), preset=chosen, gpus_per_node=g,
         ep_nodes=tuple(ep) or (0,), dram_bytes=tuple(dram) or (0.0,), duration_s=duration,
         window_s=window, lookback_s=lookback, offline_agents=offline_agents, width=width,
+        objective=objective,
         budget=budget, probes=probes, seed=seed, sample_agents=sample_agents,
         extra_sets=tuple(sets),
     )  # fmt: skip
@@ -127,6 +134,7 @@ def spec_flags(s: PlanSpec) -> list[str]:
     out += [x for e in s.ep_nodes if s.ep_nodes != (0,) for x in ("--ep", str(e))]
     out += [x for d in s.dram_bytes if d for x in ("--dram", f"{d:.6g}")]
     out += ["--offline-agents", str(s.offline_agents)] if s.offline_agents else []
+    out += ["--objective", s.objective] if s.objective != "online" else []
     return out + [x for v in s.extra_sets for x in ("--set", v)]
 
 
@@ -223,6 +231,7 @@ def plan(
     window: Annotated[float, Opt(help="stop-rule window, emulated s")] = 150.0,
     lookback: Annotated[float, Opt(help="steady-state look-back, emulated s")] = 1800.0,
     offline_agents: Annotated[int | None, Opt(help="also run offline JCT at N agents")] = None,
+    objective: Annotated[str, Opt(help="rank by online APS, or offline N/JCT")] = "online",
     width: Annotated[int, Opt(help="candidates searched at once")] = 4,
     budget: Annotated[int, Opt(help="candidates run at most (best bounds first)")] = 8,
     probes: Annotated[int, Opt(help="probes per candidate at most")] = 6,
@@ -254,7 +263,8 @@ def plan(
         model=model, gpu=gpu, workload=workload, slo=slo, gpus_max=gpus_max,
         policies=policy or ["dualpath"], preset=preset, gpus_per_node=gpus_per_node, ep=ep or [],
         dram=dram or [], duration=duration, window=window, lookback=lookback,
-        offline_agents=offline_agents, width=width, budget=budget, probes=probes, seed=seed,
+        offline_agents=offline_agents, objective=objective, width=width, budget=budget,
+        probes=probes, seed=seed,
         sample_agents=sample_agents, sets=set_ or [],
     )  # fmt: skip
     check_out_path("--out", out, folder=True)

@@ -11,6 +11,7 @@ the runner resumes it from its cache and `--emit k8s` runs it as Indexed Jobs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -56,6 +57,7 @@ class PlanSpec:
     window_s: float = 150.0
     lookback_s: float = 1800.0
     offline_agents: int | None = None
+    objective: str = "online"  # offline: rank by agents/s of the offline JCT run (N / JCT)
     width: int = 4
     budget: int = 8
     probes: int = 6
@@ -134,11 +136,17 @@ def next_aps(probes: dict[float, bool], bound: float, spec: PlanSpec) -> float |
 
 
 def _round(aps: float) -> float:
-    return float(f"{aps:.4g}")
+    """4 significant digits, never above `aps` (a probe capped at the bound stays below it)."""
+    r = float(f"{aps:.4g}")
+    return r if r <= aps else float(f"{aps - 0.5 * 10 ** (math.floor(math.log10(aps)) - 3):.4g}")
 
 
-def capacity(c: Candidate, results: Results) -> float | None:
-    """The largest passing APS below the first failing one (online-capacity's rule)."""
+def capacity(c: Candidate, results: Results, spec: PlanSpec) -> float | None:
+    """Online: the largest passing APS below the first failing one (online-capacity's rule).
+    Offline: the offline run's agents per second, N / JCT (the bound holds for it too)."""
+    if spec.objective == "offline":
+        value = jct(results.get(offline_key(c, spec.offline_agents or 0)))
+        return (spec.offline_agents or 0) / value if value else None
     return bracket(probes_of(c, results))[0]
 
 
@@ -154,8 +162,10 @@ class Plan(Experiment):
 
     @cached_property
     def work(self) -> SampleWork:
-        c = self.candidates[0]
-        return sample_work(self.spec.scenario(c, None), self.spec.sample_agents)
+        s, c = self.spec, self.candidates[0]
+        # offline: exactly the run's agents (same seed), so its bound is for its own work
+        agents = s.offline_agents if s.objective == "offline" and s.offline_agents else None
+        return sample_work(s.scenario(c, None), agents or s.sample_agents)
 
     @cached_property
     def candidates(self) -> list[Candidate]:
@@ -198,7 +208,8 @@ class Plan(Experiment):
 
     def _start(self, c: Candidate) -> list[RunSpec]:
         first = next_aps({}, self.bounds[c.key].aps, self.spec)
-        out = [self._specs(c, first)] if first is not None else []
+        online = first is not None and self.spec.objective == "online"
+        out = [self._specs(c, first)] if online else []
         if self.spec.offline_agents:
             out.append(self._specs(c, None))
         return out
@@ -238,12 +249,13 @@ def walk(plan: Plan, results: Results) -> Walk:
     spec, w = plan.spec, Walk()
     started = {k.split("-aps")[0].split("-offline")[0] for k in results}
     w.ran = [c for c in plan.order if c.key in started]
-    caps = [(capacity(c, results) or 0.0) / c.gpus for c in w.ran]
+    caps = [(capacity(c, results, spec) or 0.0) / c.gpus for c in w.ran]
     w.incumbent = max(caps) if caps and max(caps) > 0 else None
     active = 0
     for c in w.ran:
         bound = plan.bounds[c.key]
         nxt = next_aps(probes_of(c, results), bound.aps, spec)
+        nxt = nxt if spec.objective == "online" else None
         broken = [k for k, r in results.items() if k.startswith(f"{c.key}-") and failed(r)]
         why = prunable(bound, c, w.incumbent)
         if nxt is None:
@@ -271,9 +283,11 @@ def walk(plan: Plan, results: Results) -> Walk:
 def measured(plan: Plan, results: Results) -> list[Measured]:
     out = []
     for c in plan.walk(results).ran:
-        cap = capacity(c, results)
-        best = probe_key(c, cap) if cap is not None else None
-        binding = str(pick(results.get(best, {}), "bounds.binding") or "") if best else ""
+        cap = capacity(c, results, plan.spec)
         off = results.get(offline_key(c, plan.spec.offline_agents or 0))
+        best = probe_key(c, cap) if cap is not None else None
+        if plan.spec.objective == "offline":
+            best = offline_key(c, plan.spec.offline_agents or 0)
+        binding = str(pick(results.get(best, {}), "bounds.binding") or "") if best else ""
         out.append(Measured(c, cap, binding, jct(off) if off else None))
     return out

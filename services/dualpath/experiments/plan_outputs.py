@@ -22,7 +22,7 @@ HEADER = ["rank", "policy", "P/D", "EP nodes", "tier GB/node", "GPUs", "capacity
 def sim_command(spec: PlanSpec, m: Measured) -> str:
     """The `dualpath sim` that reproduces the candidate's passing probe at its capacity."""
     argv = ["dualpath", "sim", "--preset", spec.preset]
-    for s in spec.sets(m.candidate, m.aps):
+    for s in spec.sets(m.candidate, m.aps if spec.objective == "online" else None):
         argv += ["--set", s]
     return shlex.join(argv)
 
@@ -67,6 +67,7 @@ def document(plan: Plan, results: Results) -> dict[str, Any]:
             "width": s.width,
             "probes": s.probes,
             "offline_agents": s.offline_agents,
+            "objective": s.objective,
         },
         "counts": {
             "candidates": len(plan.candidates),
