@@ -14,6 +14,7 @@ from dualpath.experiments.plan_search import Measured, pareto, per_gpu, rank
 
 SCHEMA = "dualpath.plan/v1"
 PARETO_PNG = "pareto.png"
+YLABEL = {"online": "capacity (APS meeting the SLO)", "offline": "agents / JCT (offline)"}
 HEADER = ["rank", "policy", "P/D", "EP nodes", "tier GB/node", "GPUs", "capacity (APS)",
           "APS/GPU", "APS/node", "bound (APS)", "bound binds", "run binds", "offline JCT (s)",
           "probes"]  # fmt: skip
@@ -107,13 +108,17 @@ def _cells(r: dict[str, Any]) -> list[str]:
 
 def markdown(doc: dict[str, Any], wall_s: float | None = None) -> str:
     q, n = doc["question"], doc["counts"]
-    slo = q["slo"]
+    slo, offline = q["slo"], q["objective"] == "offline"
+    asked = (
+        f"Offline: {q['offline_agents']} agents per run, capacity = agents / JCT (no SLO)"
+        if offline
+        else f"SLO: TTFT ≤ {slo['ttft_s']:g} s, TPOT ≤ {slo['tpot_s']:g} s (last-window "
+        f"means); probes of {q['duration_s']:g} s at most (window {q['window_s']:g} s)"
+    )
     lines = [
         f"# Capacity plan: {q['model']} on {q['gpu']}, {q['workload']}, ≤ {q['gpus_max']} GPUs",
         "",
-        f"SLO: TTFT ≤ {slo['ttft_s']:g} s, TPOT ≤ {slo['tpot_s']:g} s (last-window means); "
-        f"policies {', '.join(q['policies'])}; probes of {q['duration_s']:g} s at most "
-        f"(window {q['window_s']:g} s). All times emulated.",
+        f"{asked}; policies {', '.join(q['policies'])}. All times emulated.",
         "",
         f"Candidates: {n['candidates']}; run {n['run']} ({n['probes']} probes); pruned by "
         f"the bound {n['pruned']}; stopped by the bound {n['stopped']}; over the budget "
@@ -136,7 +141,7 @@ def markdown(doc: dict[str, Any], wall_s: float | None = None) -> str:
     else:
         lines += [
             f"**Winner: {win['key']}**, {win['aps']:g} APS ({win['aps_per_gpu']:.4g} "
-            "APS/GPU). Reproduce its passing probe:",
+            f"APS/GPU). Reproduce its {'run' if offline else 'passing probe'}:",
             "",
             "```",
             win["command"],
@@ -148,7 +153,7 @@ def markdown(doc: dict[str, Any], wall_s: float | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _draw(rows: list[Measured], front: list[Measured]) -> Any:
+def _draw(rows: list[Measured], front: list[Measured], ylabel: str) -> Any:
     def draw(path: Path) -> None:
         import matplotlib
 
@@ -159,12 +164,16 @@ def _draw(rows: list[Measured], front: list[Measured]) -> Any:
         for pol in sorted({m.candidate.policy for m in rows}):
             pts = [m for m in rows if m.candidate.policy == pol and m.aps]
             ax.scatter([m.candidate.gpus for m in pts], [m.aps or 0.0 for m in pts], label=pol)
-            for m in pts:
-                ax.annotate(m.candidate.topo, (m.candidate.gpus, m.aps or 0), fontsize=7)
+        labels: dict[tuple[int, float], list[str]] = {}  # one label per point: 1P2D/2P1D
+        for m in rows:
+            if m.aps:
+                labels.setdefault((m.candidate.gpus, m.aps), []).append(m.candidate.topo)
+        for xy, names in labels.items():
+            ax.annotate("/".join(sorted(set(names))), xy, fontsize=7)
         ax.plot([m.candidate.gpus for m in front], [m.aps or 0.0 for m in front], "k--", lw=1,
                 label="Pareto front")  # fmt: skip
         ax.set_xlabel("GPUs")
-        ax.set_ylabel("capacity (APS meeting the SLO)")
+        ax.set_ylabel(ylabel)
         ax.set_title("capacity plan: APS vs GPUs")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -185,7 +194,13 @@ def summary(plan: Plan, results: Results) -> Summary:
                 "Candidates run, ranked by APS per GPU", HEADER, [_cells(r) for r in doc["ranked"]]
             )
         ],
-        plots=[Plot(PARETO_PNG, "capacity vs GPUs, Pareto front", _draw(ranked, pareto(ranked)))],
+        plots=[
+            Plot(
+                PARETO_PNG,
+                "capacity vs GPUs, Pareto front",
+                _draw(ranked, pareto(ranked), YLABEL[plan.spec.objective]),
+            )
+        ],
         setup=[
             f"{n['candidates']} candidates, {n['run']} run, {n['pruned']} pruned, "
             f"{n['stopped']} stopped, {n['over_budget']} over budget"
