@@ -121,3 +121,18 @@ def test_document_counts_and_winner() -> None:
     top = doc["ranked"][0]
     assert top["aps_per_gpu"] == pytest.approx(doc["winner"]["aps"] / top["gpus"])
     assert top["gpus"] == plan.order[0].gpus
+
+
+def test_the_slo_floor_finds_the_fastest_turn_among_few_shapes() -> None:
+    from dualpath.experiments.plan_bounds import built_facts, least_shapes, slo_floor
+
+    sc = resolve("smoke", {}, [])
+    work = sample_work(sc, 8)
+    _facts, pe, de, _reads = built_facts(sc, work)
+    least = least_shapes(work.shapes)
+    assert len(least) < len(work.shapes) / 10
+    every = min(pe.prefill_time([s]) for s in work.shapes if s[1] > 0)
+    assert min(pe.prefill_time([s]) for s in least) == every
+    assert slo_floor(pe, de, work, Slo(4.0, 0.05)) is None
+    assert (slo_floor(pe, de, work, Slo(4.0, 1e-6)) or "").startswith("tpot: one decode step")
+    assert (slo_floor(pe, de, work, Slo(every / 2, 0.05)) or "").startswith("ttft: the fastest")
