@@ -126,3 +126,11 @@ def test_emit_k8s_writes_jobs_whose_pods_ask_the_same_question(tmp_path: Path) -
     assert again.exit_code == 0, again.stderr
     twin = yaml.safe_load((tmp_path / "again" / "plan" / "k8s" / "job-stage1.yaml").read_text())
     assert twin["spec"] == job["spec"]
+
+
+def test_collect_without_results_names_the_plan_command_that_runs_them(tmp_path: Path) -> None:
+    res = _invoke(*GOOD, "--collect", "--out", str(tmp_path))
+    assert res.exit_code == 1, (res.stdout, res.stderr)
+    line = " ".join(res.stderr.split())
+    assert "stage 1: 1 of 1 run(s) have no result yet" in line
+    assert "dualpath plan --model ds-27b" in line and "dualpath experiment plan" not in line

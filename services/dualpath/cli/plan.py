@@ -294,7 +294,11 @@ def plan(
         return
     finish(p, outcome.out_dir, outcome.results, time.perf_counter() - t0, console)
     if outcome.exit_code:
-        fail("; ".join([f"{len(outcome.failed)} run(s) failed", *outcome.problems]), code=1)
+        # the runner names `dualpath experiment plan`: the pods of a plan run `dualpath plan`
+        again = "dualpath plan " + shlex.join(spec_flags(spec))
+        problems = [x.replace("dualpath experiment plan", again) for x in outcome.problems]
+        failed = [f"{len(outcome.failed)} run(s) failed"] if outcome.failed else []
+        fail("; ".join([*failed, *problems]), code=1)
 
 
 def register(app: typer.Typer) -> None:
