@@ -71,6 +71,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "cli.cluster",
         "cli.deploy",
         "cli.experiment",
+        "cli.plan",
         "bench",
         "probe",
         "layers",

@@ -57,6 +57,7 @@ def _register_cluster_commands() -> None:
     from dualpath.cli.deploy import register as register_deploy  # deploy (k8s, compose)
     from dualpath.cli.experiment import register as register_experiment  # experiment NAME
     from dualpath.cli.load import register as register_load  # load (Locust as a subprocess)
+    from dualpath.cli.plan import register as register_plan  # plan (the capacity planner)
     from dualpath.cli.serve import register  # serve, up, run (the process runtime)
     from dualpath.cli.sim import register as register_sim  # sim (the virtual-time runtime)
 
@@ -68,6 +69,7 @@ def _register_cluster_commands() -> None:
     register_calibrate(app)
     register_catalog(app)
     register_experiment(app)
+    register_plan(app)
 
 
 _register_cluster_commands()

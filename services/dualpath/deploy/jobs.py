@@ -35,6 +35,9 @@ class Sweep:
     pvc: str
     image: str
     resources: dict[str, Any]
+    # the pods' command before --stage/--index/--collect; empty: `experiment NAME [--quick]`
+    # (`dualpath plan` passes `plan` and its flags: the planner is not a named experiment)
+    command: tuple[str, ...] = ()
 
     @property
     def job_name(self) -> str:
@@ -42,6 +45,9 @@ class Sweep:
 
     def flags(self) -> list[str]:
         return [self.experiment, *(["--quick"] if self.quick else [])]
+
+    def argv(self) -> list[str]:
+        return list(self.command) or ["experiment", *self.flags()]
 
 
 def _labels(s: Sweep, component: str) -> dict[str, str]:
@@ -81,8 +87,7 @@ def _pod(s: Sweep, name: str, args: list[str], env: list[dict[str, Any]]) -> dic
 
 def indexed_job(s: Sweep) -> dict[str, Any]:
     args = [
-        "experiment", *s.flags(), "--stage", str(s.stage), "--index", "$(RUN_INDEX)",
-        "--out", "$(RESULTS_DIR)",
+        *s.argv(), "--stage", str(s.stage), "--index", "$(RUN_INDEX)", "--out", "$(RESULTS_DIR)",
     ]  # fmt: skip
     env = [{"name": "RUN_INDEX", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}}]
     labels = _labels(s, "experiment")
@@ -105,7 +110,7 @@ def indexed_job(s: Sweep) -> dict[str, Any]:
 
 def collect_job(s: Sweep) -> dict[str, Any]:
     labels = _labels(s, "experiment-collect")
-    args = ["experiment", *s.flags(), "--collect", "--out", "$(RESULTS_DIR)"]
+    args = [*s.argv(), "--collect", "--out", "$(RESULTS_DIR)"]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -56,7 +56,9 @@ def _grid(arm: Arm, quick: bool) -> tuple[float, ...]:
     return QUICK_GRID if quick else GRIDS[arm.slug]
 
 
-def _met(report: dict[str, Any] | None) -> bool | None:
+def slo_met(report: dict[str, Any] | None) -> bool | None:
+    """The probe's verdict under the SLO rule (the run's own `online.slo_met`, docs/online.md);
+    None for a failed or unfinished run."""
     if failed(report):
         return None
     value = pick(report, "online.slo_met")
@@ -69,7 +71,7 @@ def _probes(arm: Arm, quick: bool, policy: str, results: Results) -> dict[float,
     out: dict[float, bool] = {}
     for key, report in results.items():
         if key.startswith(prefix):
-            met = _met(dict(report))
+            met = slo_met(dict(report))
             if met is not None:
                 out[float(key[len(prefix) :])] = met
     return out
@@ -81,6 +83,15 @@ def bracket(probes: dict[float, bool]) -> tuple[float | None, float | None]:
     first_fail = min(fails) if fails else None
     passes = [a for a, ok in probes.items() if ok and (first_fail is None or a < first_fail)]
     return (max(passes) if passes else None, first_fail)
+
+
+def next_midpoint(lo: float | None, hi: float | None, tolerance: float) -> float | None:
+    """The next bisection probe (geometric midpoint, 4 decimals) between the last passing
+    and the first failing APS, or None when there is no bracket or fail/pass <= 1 + tolerance.
+    The capacity planner (experiments/plan.py) bisects with the same rule."""
+    if lo is None or hi is None or hi / lo <= 1 + tolerance:
+        return None
+    return round(math.sqrt(lo * hi), 4)
 
 
 class OnlineCapacity(Experiment):
@@ -101,11 +112,10 @@ class OnlineCapacity(Experiment):
             for pol in POLICIES:
                 probes = _probes(arm, quick, pol, results)
                 extra = [a for a in probes if a not in _grid(arm, quick)]
-                lo, hi = bracket(probes)
-                if lo is None or hi is None or len(extra) >= REFINE_STEPS[quick]:
+                if len(extra) >= REFINE_STEPS[quick]:
                     continue
-                if hi / lo > 1 + TOLERANCE[quick]:
-                    mid = round(math.sqrt(lo * hi), 4)
+                mid = next_midpoint(*bracket(probes), TOLERANCE[quick])
+                if mid is not None:
                     todo.append(_spec(arm, quick, pol, mid))
         return todo
 
@@ -168,7 +178,7 @@ def _table_rows(arm: Arm, quick: bool, results: Results) -> list[list[str]]:
                 arm.name(quick), pol, f"{aps:g}", str(pick(r, "online.stop_reason")),
                 fmt(num(r, "online.stop_time_s"), 0), fmt(num(r, w + "ttft_s.mean"), 3),
                 fmt(num(r, w + "ttst_s.mean"), 3), fmt(None if tpot is None else tpot * 1e3, 1),
-                "met" if _met(dict(r)) else "missed",
+                "met" if slo_met(dict(r)) else "missed",
             ])  # fmt: skip
     return out
 
