@@ -36,8 +36,8 @@ class NodeIo:
         return self.shell.ctx
 
     async def read_kv(self, request: node_pb2.ReadKvRequest, context: Ctx) -> node_pb2.ReadKvReply:
-        """Reserve the buffer, then read storage -> SNIC -> DRAM: the storage charges its
-        target, this node its SNIC and DRAM, at once; the digest is checked here."""
+        """Reserve the buffer, then read the hit into it and verify it (`read_storage`;
+        with the DRAM tier on, `TierIo.read`)."""
         await self._working(context)
         node = self.shell.node_hw
         key = (int(request.request_id), int(request.attempt))
@@ -55,14 +55,25 @@ class NodeIo:
         rng = range_from_wire(request.range, self.ctx.chains)
         if rng.stop == rng.start:
             return node_pb2.ReadKvReply()
-        ctx = self.ctx
+        if self.shell.tier_io is not None:  # the DRAM tier serves what it holds (tier_io.py)
+            return await self.shell.tier_io.read(request, rng, context)
+        bad = await self.read_storage(rng, request.nbytes, request.target, request.vl, context)
+        return bad or node_pb2.ReadKvReply(blocks_verified=rng.stop - rng.start)
+
+    async def read_storage(
+        self, rng: BlockRange, nbytes: float, target: int, vl: int, context: Ctx
+    ) -> node_pb2.ReadKvReply | None:
+        """Read `rng` storage -> SNIC -> DRAM: the storage charges its target, this node
+        its SNIC and DRAM, at once; the digest is checked here. None when it verified,
+        else the reply that says why not."""
+        ctx, node = self.ctx, self.shell.node_hw
         local = None
         if not ctx.policy.oracle:
             local = asyncio.ensure_future(
-                charge(ctx.hw.fabric, [node.snic_rx, node.dram], request.nbytes, request.vl)
+                charge(ctx.hw.fabric, [node.snic_rx, node.dram], nbytes, vl)
             )
         try:
-            digest, got = await self._fetch(request, context)
+            digest, got = await self._fetch(rng, nbytes, target, vl, context)
         except grpc.aio.AioRpcError as exc:
             if local is not None:
                 local.cancel()
@@ -71,7 +82,7 @@ class NodeIo:
         if local is not None:
             await local
         self.shell.payload_bytes_verified += got
-        want = payload.payload_size(request.nbytes, self.shell.opts.real_payload)
+        want = payload.payload_size(nbytes, self.shell.opts.real_payload)
         if got != want:
             return node_pb2.ReadKvReply(
                 error=f"{rng}: received {got} payload bytes, expected {want}",
@@ -83,7 +94,7 @@ class NodeIo:
                 error=f"{rng}: stored digest {digest:#x} != chain digest {expected:#x}",
                 error_kind="corrupted",
             )
-        return node_pb2.ReadKvReply(blocks_verified=rng.stop - rng.start)
+        return None
 
     async def _working(self, context: Ctx) -> None:
         """A restarted node serves gRPC once it has registered, and learns its peers a
@@ -105,22 +116,23 @@ class NodeIo:
                 f"register within {timeout:.2f} s; place the read elsewhere",
             )
 
-    async def _fetch(self, request: node_pb2.ReadKvRequest, context: Ctx) -> tuple[int, int]:
+    async def _fetch(
+        self, rng: BlockRange, nbytes: float, target: int, vl: int, context: Ctx
+    ) -> tuple[int, int]:
         assert self.shell.peers is not None  # _working waited for them
         pacer, scale = self.shell.pacer, self.shell.opts.real_payload
         if pacer is not None:  # the read's bytes come in over this node's SNIC
-            size = payload.payload_size(request.nbytes, scale)
-            await pacer.pace(self.shell.node_hw.snic_rx.name, request.vl, size)
+            size = payload.payload_size(nbytes, scale)
+            await pacer.pace(self.shell.node_hw.snic_rx.name, vl, size)
         remaining = context.time_remaining()
         timeout = self.shell.opts.transfer_deadline()
         if remaining is not None:
             timeout = max(0.001, min(timeout, remaining - DEADLINE_MARGIN_S))
         msg = kv_pb2.ReadBlocksRequest(
-            request_id=request.request_id,
-            range=request.range,
-            target=request.target,
-            nbytes=request.nbytes,
-            vl=request.vl,
+            range=range_to_wire(rng, self.ctx.chains),
+            target=target,
+            nbytes=nbytes,
+            vl=vl,
             payload_scale=self.shell.opts.real_payload,
         )
         digest, got = -1, 0

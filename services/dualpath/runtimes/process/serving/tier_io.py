@@ -1,0 +1,124 @@
+"""A KV read with the host-DRAM tier on, in a node process (docs/tier.md): the process
+runtime's side of `model/engines/tier_read.py`.
+
+The scheduler planned the hit [0, h) on its directory: [0, a) from this node's tier,
+[a, b) from node `tier_src`'s tier, [b, h) from storage. Here: [0, a) moves nothing (the
+prefill's H2D load reads it in DRAM, as it reads the buffer); [a, b) is asked of the source
+node (`TierRead`: what it holds and that copy's digest), then moved over
+`Hardware.tier_remote_hops` (its DRAM and CNIC tx charged there, by `Charge`; this node's
+CNIC rx and DRAM here); [b, h) is read from storage as without the tier, concurrently with
+the remote part. Every part is verified against the chain's digest. A planned tier block
+this node or the source no longer holds (evicted since, or the source is gone: a killed
+node's tier is only a cache) is read from storage instead and counted as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import grpc
+
+from dualpath.model.blocks import BlockRange
+from dualpath.rpc.v1 import node_pb2
+from dualpath.runtimes.process.serving.node_tier import HeldTier
+from dualpath.runtimes.process.serving.peers import Ctx, UnknownPeerError
+from dualpath.runtimes.process.serving.wire import range_to_wire
+
+if TYPE_CHECKING:
+    from dualpath.runtimes.process.serving.node_io import NodeIo
+
+Bad = node_pb2.ReadKvReply | None
+
+
+class TierIo:
+    def __init__(self, io: NodeIo, tier: HeldTier) -> None:
+        self.io = io
+        self.tier = tier
+
+    async def read(
+        self, request: node_pb2.ReadKvRequest, rng: BlockRange, context: Ctx
+    ) -> node_pb2.ReadKvReply:
+        ctx, s, hit = self.io.ctx, rng.session, rng.stop
+        a = min(int(request.tier_local), hit)
+        b = min(max(int(request.tier_end), a), hit)
+        local, digest = self.tier.take(s, 0, a)
+        bad = self._check(BlockRange(s, 0, local), digest, "DRAM tier")
+        if bad is not None:
+            return bad
+        remote_part = BlockRange(s, a, b)
+        src = request.tier_src if remote_part.nblocks else ""
+        storage_part = BlockRange(s, b, hit)
+        got_remote, bad_storage = await asyncio.gather(
+            self._remote(src, remote_part, request.vl, context),
+            self._storage(storage_part, request.nbytes, request.target, request.vl, context),
+        )
+        remote, bad = got_remote
+        bad = bad or bad_storage
+        if bad is not None:
+            return bad
+        # what the plan counted on a tier that was not there (after eviction, a lost node)
+        for part in (BlockRange(s, local, a), BlockRange(s, a + remote, b)):
+            nbytes = part.nblocks * ctx.full_block_bytes
+            bad = await self._storage(part, nbytes, -1, request.vl, context)
+            if bad is not None:
+                return bad
+            self.tier.shortfall += part.nblocks
+        self.tier.served_local += local
+        self.tier.fill(s, 0, hit)  # the whole hit is in this node's DRAM now (read-allocate)
+        return node_pb2.ReadKvReply(
+            blocks_verified=hit,
+            tier_local=local,
+            tier_remote=remote,
+            storage_blocks=hit - local - remote,
+        )
+
+    def _check(self, part: BlockRange, digest: int, where: str) -> Bad:
+        if part.nblocks == 0:
+            return None
+        expected = self.io.ctx.chains.expected_digest(part)
+        if digest == expected:
+            return None
+        return node_pb2.ReadKvReply(
+            error=f"{part}: {where} digest {digest:#x} != chain digest {expected:#x}",
+            error_kind="corrupted",
+        )
+
+    async def _storage(
+        self, part: BlockRange, nbytes: float, target: int, vl: int, context: Ctx
+    ) -> Bad:
+        if part.nblocks == 0:
+            return None
+        if target < 0:  # a part the scheduler did not plan: its target, as it would pick
+            n = len(self.io.ctx.hw.targets)
+            target = self.io.ctx.chains.target_of(part.session, part.stop - 1, n) if n else 0
+        return await self.io.read_storage(part, nbytes, target, vl, context)
+
+    async def _remote(self, src: str, part: BlockRange, vl: int, context: Ctx) -> tuple[int, Bad]:
+        """Blocks of `part` served by `src`'s tier, moved here over both CNICs."""
+        shell, ctx = self.io.shell, self.io.ctx
+        if not src or part.nblocks == 0:
+            return 0, None
+        assert shell.peers is not None
+        msg = node_pb2.TierReadRequest(range=range_to_wire(part, ctx.chains))
+        try:
+            reply = await shell.peers.node(src).TierRead(msg, timeout=shell.opts.rpc_timeout_s)
+        except (grpc.aio.AioRpcError, UnknownPeerError, ConnectionError, TimeoutError):
+            return 0, None  # the source is gone or hung: its part comes from storage
+        n = min(int(reply.blocks), part.nblocks)
+        if n == 0:
+            return 0, None
+        held = BlockRange(part.session, part.start, part.start + n)
+        bad = self._check(held, int(reply.digest), f"{src}'s DRAM tier")
+        if bad is not None or ctx.policy.oracle:
+            return n, bad
+        hops = ctx.hw.tier_remote_hops(ctx.hw.nodes[src].state, shell.node_hw.state, part.session)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def moved() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        shell.mover.start(n * ctx.full_block_bytes, hops, vl, moved)
+        await done
+        return n, None
