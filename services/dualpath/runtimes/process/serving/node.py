@@ -38,13 +38,9 @@ from dualpath.runtimes.process.serving.reservations import Reservations
 from dualpath.runtimes.process.serving.service import ServiceShell
 from dualpath.runtimes.process.serving.stats import base_stats, pack
 from dualpath.runtimes.process.serving.storage import charge, owned
-from dualpath.runtimes.process.serving.tier_io import TierIo
+from dualpath.runtimes.process.serving.tier_io import TierIo, serve_tier_read
 from dualpath.runtimes.process.serving.vllm_engine import engine_families
-from dualpath.runtimes.process.serving.wire import (
-    range_from_wire,
-    request_from_wire,
-    request_to_wire,
-)
+from dualpath.runtimes.process.serving.wire import request_from_wire, request_to_wire
 from dualpath.runtimes.process.serving.world import World, build_world
 
 log = logging.getLogger(__name__)
@@ -250,16 +246,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
     async def TierRead(  # noqa: N802
         self, request: node_pb2.TierReadRequest, context: Ctx
     ) -> node_pb2.TierReadReply:
-        """Another node's read asks what this node's DRAM tier holds of its range."""
-        if self.tier is None:
-            return node_pb2.TierReadReply()
-        try:
-            rng = range_from_wire(request.range, self.ctx.chains)
-        except ValueError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        n, digest = self.tier.take(rng.session, rng.start, rng.stop)
-        self.tier.served_remote += n
-        return node_pb2.TierReadReply(blocks=n, digest=digest)
+        return await serve_tier_read(self.tier, self.ctx.chains, request, context)
 
     async def Enqueue(  # noqa: N802
         self, request: node_pb2.TurnRequest, context: Ctx

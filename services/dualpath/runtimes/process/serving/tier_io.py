@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from dualpath.model.blocks import BlockRange
+from dualpath.model.blocks import BlockRange, ChainRegistry
 from dualpath.rpc.v1 import node_pb2
 from dualpath.runtimes.process.serving.node_tier import HeldTier
 from dualpath.runtimes.process.serving.peers import Ctx, UnknownPeerError
-from dualpath.runtimes.process.serving.wire import range_to_wire
+from dualpath.runtimes.process.serving.wire import range_from_wire, range_to_wire
 
 if TYPE_CHECKING:
     from dualpath.runtimes.process.serving.node_io import NodeIo
@@ -122,3 +122,18 @@ class TierIo:
         shell.mover.start(n * ctx.full_block_bytes, hops, vl, moved)
         await done
         return n, None
+
+
+async def serve_tier_read(
+    tier: HeldTier | None, chains: ChainRegistry, request: node_pb2.TierReadRequest, context: Ctx
+) -> node_pb2.TierReadReply:
+    """`TierRead` on the source node: what its tier holds of the range (none without one)."""
+    if tier is None:
+        return node_pb2.TierReadReply()
+    try:
+        rng = range_from_wire(request.range, chains)
+    except ValueError as exc:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    n, digest = tier.take(rng.session, rng.start, rng.stop)
+    tier.served_remote += n
+    return node_pb2.TierReadReply(blocks=n, digest=digest)
