@@ -106,3 +106,82 @@ def test_a_node_serves_another_nodes_tier_read_only_from_its_tier() -> None:
             await shell.stop()
 
     asyncio.run(main())
+
+
+class _Source:
+    """The source node's `TierRead`, as a stub peer: it holds [6, 8) of session 5."""
+
+    def __init__(self, chains: ChainRegistry, corrupt: bool = False) -> None:
+        self.chains, self.corrupt = chains, corrupt
+
+    async def TierRead(self, msg: node_pb2.TierReadRequest, timeout: float) -> Any:  # noqa: N802
+        digest = self.chains.expected_digest(BlockRange(5, 6, 8)) + int(self.corrupt)
+        return node_pb2.TierReadReply(blocks=2, digest=digest & (2**64 - 1))
+
+
+class _Peers:
+    def __init__(self, source: _Source) -> None:
+        self.source = source
+
+    def node(self, name: str) -> _Source:
+        assert name == "decode0"
+        return self.source
+
+
+def _tier_read(corrupt: bool) -> tuple[node_pb2.ReadKvReply, list[BlockRange], list[float], int]:
+    """prefill0 reads blocks [0, 12) of session 5 planned as [0, 6) local (it holds only
+    [0, 4)), [6, 10) on decode0 (which holds only [6, 8)), [10, 12) from storage."""
+    out: dict[str, Any] = {}
+
+    async def main() -> None:
+        sc = scenario("tier.dram_bytes_per_node=1e9", "policy.name=hicache")
+        opts = ServeOptions(role="prefill", redis_url="redis://127.0.0.1:1/0", node=0)
+        shell = NodeShell(opts, build_world(sc, RealClock(), "prefill0"))
+        try:
+            assert shell.tier is not None and shell.tier_io is not None
+            chains = shell.ctx.chains
+            shell.tier.fill(5, 0, 4)
+            stored: list[BlockRange] = []
+            moved: list[float] = []
+
+            async def read_storage(rng: BlockRange, *_args: Any) -> None:
+                stored.append(rng)
+
+            shell.io.read_storage = read_storage  # type: ignore[method-assign]
+            shell.mover.start = lambda n, _hops, _vl, done: (moved.append(n), done())  # type: ignore[assignment, func-returns-value, method-assign]
+            shell.peers = _Peers(_Source(chains, corrupt))  # type: ignore[assignment]
+            fbb = shell.ctx.full_block_bytes
+            msg = node_pb2.ReadKvRequest(
+                range=range_to_wire(BlockRange(5, 0, 12), chains),
+                nbytes=2 * fbb,
+                tier_local=6,
+                tier_end=10,
+                tier_src="decode0",
+            )
+            rng = BlockRange(5, 0, 12)
+            out["reply"] = await shell.tier_io.read(msg, rng, CTX)
+            out["stored"], out["moved"], out["fbb"] = stored, moved, fbb
+            out["short"] = shell.tier.shortfall
+        finally:
+            await shell.stop()
+
+    asyncio.run(main())
+    return out["reply"], out["stored"], [m / out["fbb"] for m in out["moved"]], out["short"]
+
+
+CTX: Any = None
+
+
+def test_planned_tier_blocks_no_tier_holds_are_read_from_storage_and_counted() -> None:
+    reply, stored, moved, short = _tier_read(corrupt=False)
+    assert reply.error == "" and reply.blocks_verified == 12
+    assert (reply.tier_local, reply.tier_remote, reply.storage_blocks) == (4, 2, 6)
+    # the planned storage part, then what the two tiers no longer held
+    assert stored == [BlockRange(5, 10, 12), BlockRange(5, 4, 6), BlockRange(5, 8, 10)]
+    assert moved == [2.0] and short == 4  # only the remote blocks held cross the CNICs
+
+
+def test_a_source_copy_that_does_not_match_its_chain_fails_the_read() -> None:
+    reply, _, moved, _ = _tier_read(corrupt=True)
+    assert reply.error_kind == "corrupted" and "decode0's DRAM tier" in reply.error
+    assert moved == []
