@@ -39,31 +39,24 @@ class TierIo:
     async def read(
         self, request: node_pb2.ReadKvRequest, rng: BlockRange, context: Ctx
     ) -> node_pb2.ReadKvReply:
-        ctx, s, hit = self.io.ctx, rng.session, rng.stop
+        s, hit = rng.session, rng.stop
         a = min(int(request.tier_local), hit)
         b = min(max(int(request.tier_end), a), hit)
         local, digest = self.tier.take(s, 0, a)
         bad = self._check(BlockRange(s, 0, local), digest, "DRAM tier")
         if bad is not None:
             return bad
-        remote_part = BlockRange(s, a, b)
-        src = request.tier_src if remote_part.nblocks else ""
-        storage_part = BlockRange(s, b, hit)
-        got_remote, bad_storage = await asyncio.gather(
-            self._remote(src, remote_part, request.vl, context),
-            self._storage(storage_part, request.nbytes, request.target, request.vl, context),
+        # every part at once: the remote one (with what its source no longer holds), the
+        # storage one, and what this tier no longer holds of the planned local part
+        vl = request.vl
+        (remote, bad_remote), bad_storage, bad_short = await asyncio.gather(
+            self._remote(request.tier_src, BlockRange(s, a, b), vl, context),
+            self._storage(BlockRange(s, b, hit), request.nbytes, request.target, vl, context),
+            self._shortfall(BlockRange(s, local, a), vl, context),
         )
-        remote, bad = got_remote
-        bad = bad or bad_storage
+        bad = bad_remote or bad_storage or bad_short
         if bad is not None:
             return bad
-        # what the plan counted on a tier that was not there (after eviction, a lost node)
-        for part in (BlockRange(s, local, a), BlockRange(s, a + remote, b)):
-            nbytes = part.nblocks * ctx.full_block_bytes
-            bad = await self._storage(part, nbytes, -1, request.vl, context)
-            if bad is not None:
-                return bad
-            self.tier.shortfall += part.nblocks
         self.tier.served_local += local
         self.tier.fill(s, 0, hit)  # the whole hit is in this node's DRAM now (read-allocate)
         return node_pb2.ReadKvReply(
@@ -94,8 +87,29 @@ class TierIo:
             target = self.io.ctx.chains.target_of(part.session, part.stop - 1, n) if n else 0
         return await self.io.read_storage(part, nbytes, target, vl, context)
 
+    async def _shortfall(self, part: BlockRange, vl: int, context: Ctx) -> Bad:
+        """Planned from a tier that no longer holds it (evicted since, a lost node): read
+        from storage, counted there and in `shortfall`."""
+        if part.nblocks == 0:
+            return None
+        self.tier.shortfall += part.nblocks
+        nbytes = part.nblocks * self.io.ctx.full_block_bytes
+        return await self._storage(part, nbytes, -1, vl, context)
+
     async def _remote(self, src: str, part: BlockRange, vl: int, context: Ctx) -> tuple[int, Bad]:
-        """Blocks of `part` served by `src`'s tier, moved here over both CNICs."""
+        """The leading blocks of `part` `src`'s tier holds, moved here over both CNICs, and
+        the rest of `part` from storage, at once. Returns how many came from `src`."""
+        n, bad = await self._ask(src, part)
+        if bad is not None:
+            return n, bad
+        rest = BlockRange(part.session, part.start + n, part.stop)
+        _, bad = await asyncio.gather(
+            self._move(src, part.session, n, vl), self._shortfall(rest, vl, context)
+        )
+        return n, bad
+
+    async def _ask(self, src: str, part: BlockRange) -> tuple[int, Bad]:
+        """`TierRead` on `src`: how many leading blocks of `part` it holds, checked."""
         shell, ctx = self.io.shell, self.io.ctx
         if not src or part.nblocks == 0:
             return 0, None
@@ -106,13 +120,15 @@ class TierIo:
         except (grpc.aio.AioRpcError, UnknownPeerError, ConnectionError, TimeoutError):
             return 0, None  # the source is gone or hung: its part comes from storage
         n = min(int(reply.blocks), part.nblocks)
-        if n == 0:
-            return 0, None
         held = BlockRange(part.session, part.start, part.start + n)
-        bad = self._check(held, int(reply.digest), f"{src}'s DRAM tier")
-        if bad is not None or ctx.policy.oracle:
-            return n, bad
-        hops = ctx.hw.tier_remote_hops(ctx.hw.nodes[src].state, shell.node_hw.state, part.session)
+        return n, self._check(held, int(reply.digest), f"{src}'s DRAM tier")
+
+    async def _move(self, src: str, session: int, n: int, vl: int) -> None:
+        """n blocks from `src`'s DRAM into this node's (`Hardware.tier_remote_hops`)."""
+        shell, ctx = self.io.shell, self.io.ctx
+        if n == 0 or ctx.policy.oracle:
+            return
+        hops = ctx.hw.tier_remote_hops(ctx.hw.nodes[src].state, shell.node_hw.state, session)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def moved() -> None:
@@ -121,7 +137,6 @@ class TierIo:
 
         shell.mover.start(n * ctx.full_block_bytes, hops, vl, moved)
         await done
-        return n, None
 
 
 async def serve_tier_read(
