@@ -159,7 +159,8 @@ def _tier_read(corrupt: bool) -> tuple[node_pb2.ReadKvReply, list[BlockRange], l
                 tier_src="decode0",
             )
             rng = BlockRange(5, 0, 12)
-            out["reply"] = await shell.tier_io.read(msg, rng, CTX)
+            claim = await shell.tier_io.claim(msg, rng)
+            out["reply"] = await shell.tier_io.read(msg, rng, claim, CTX)
             out["stored"], out["moved"], out["fbb"] = stored, moved, fbb
             out["short"] = shell.tier.shortfall
         finally:

@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 DEADLINE_MARGIN_S = 0.05  # a downstream call must end before its caller's deadline does
 
 
+class _AbandonedError(Exception):
+    """The scheduler abandoned the attempt this read belongs to."""
+
+
 class NodeIo:
     def __init__(self, shell: NodeShell) -> None:
         self.shell = shell
@@ -39,26 +43,38 @@ class NodeIo:
         """Reserve the buffer, then read the hit into it and verify it (`read_storage`;
         with the DRAM tier on, `TierIo.read`)."""
         await self._working(context)
-        node = self.shell.node_hw
+        rng = range_from_wire(request.range, self.ctx.chains)
+        tier_io = self.shell.tier_io
+        # The DRAM tier (tier_io.py): what the tiers hold of the plan is claimed when the
+        # read arrives, while the buffer is awaited (HiCache locks what a request matched).
+        claim = tier_io.claim(request, rng) if tier_io is not None and rng.nblocks else None
+        try:
+            await self._reserve(request)
+            if claim is None or tier_io is None:
+                bad = None
+                if rng.nblocks:
+                    bad = await self.read_storage(
+                        rng, request.nbytes, request.target, request.vl, context
+                    )
+                return bad or node_pb2.ReadKvReply(blocks_verified=rng.nblocks)
+            return await tier_io.read(request, rng, await claim, context)
+        except _AbandonedError as exc:
+            return node_pb2.ReadKvReply(error=str(exc), error_kind="cancelled")
+        finally:
+            if claim is not None:
+                claim.cancel()  # (done already, unless the read did not get that far)
+
+    async def _reserve(self, request: node_pb2.ReadKvRequest) -> None:
+        """Reserve the read's buffer space (waits, FIFO) unless the turn was abandoned."""
         key = (int(request.request_id), int(request.attempt))
         res = self.shell.reservations
         if res.abandoned(key):
-            return node_pb2.ReadKvReply(
-                error=f"turn {key[0]} was abandoned", error_kind="cancelled"
-            )
+            raise _AbandonedError(f"turn {key[0]} was abandoned")
         if request.reserve_bytes > 0:
-            await node.buffer.acquire(request.reserve_bytes)  # a cancel gives the bytes back
+            # (a cancelled acquire gives the bytes back)
+            await self.shell.node_hw.buffer.acquire(request.reserve_bytes)
             if not res.hold(key, request.reserve_bytes):
-                return node_pb2.ReadKvReply(
-                    error=f"turn {key[0]} was abandoned", error_kind="cancelled"
-                )
-        rng = range_from_wire(request.range, self.ctx.chains)
-        if rng.stop == rng.start:
-            return node_pb2.ReadKvReply()
-        if self.shell.tier_io is not None:  # the DRAM tier serves what it holds (tier_io.py)
-            return await self.shell.tier_io.read(request, rng, context)
-        bad = await self.read_storage(rng, request.nbytes, request.target, request.vl, context)
-        return bad or node_pb2.ReadKvReply(blocks_verified=rng.stop - rng.start)
+                raise _AbandonedError(f"turn {key[0]} was abandoned")
 
     async def read_storage(
         self, rng: BlockRange, nbytes: float, target: int, vl: int, context: Ctx

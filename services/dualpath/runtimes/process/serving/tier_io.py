@@ -15,6 +15,7 @@ node's tier is only a cache) is read from storage instead and counted as such.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import grpc
@@ -31,39 +32,62 @@ if TYPE_CHECKING:
 Bad = node_pb2.ReadKvReply | None
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What the tiers held of a read's plan when it arrived: its plan [0, a) local, [a, b)
+    on the source; `local` and `remote` blocks of those held (checked: `bad` if a copy
+    did not match its chain). Taken when the read arrives, before its buffer is granted,
+    as HiCache locks the radix nodes a request matched; the rest is read from storage."""
+
+    a: int
+    b: int
+    local: int
+    remote: int
+    bad: Bad
+
+
 class TierIo:
     def __init__(self, io: NodeIo, tier: HeldTier) -> None:
         self.io = io
         self.tier = tier
 
-    async def read(
-        self, request: node_pb2.ReadKvRequest, rng: BlockRange, context: Ctx
-    ) -> node_pb2.ReadKvReply:
+    def claim(self, request: node_pb2.ReadKvRequest, rng: BlockRange) -> asyncio.Task[Claim]:
+        """Start claiming what the tiers hold of the plan (see `Claim`)."""
+        return asyncio.ensure_future(self._claim(request, rng))
+
+    async def _claim(self, request: node_pb2.ReadKvRequest, rng: BlockRange) -> Claim:
         s, hit = rng.session, rng.stop
         a = min(int(request.tier_local), hit)
         b = min(max(int(request.tier_end), a), hit)
         local, digest = self.tier.take(s, 0, a)
         bad = self._check(BlockRange(s, 0, local), digest, "DRAM tier")
-        if bad is not None:
-            return bad
-        # every part at once: the remote one (with what its source no longer holds), the
-        # storage one, and what this tier no longer holds of the planned local part
-        vl = request.vl
-        (remote, bad_remote), bad_storage, bad_short = await asyncio.gather(
-            self._remote(request.tier_src, BlockRange(s, a, b), vl, context),
+        remote, bad_remote = await self._ask(request.tier_src, BlockRange(s, a, b))
+        return Claim(a, b, local, remote, bad or bad_remote)
+
+    async def read(
+        self, request: node_pb2.ReadKvRequest, rng: BlockRange, got: Claim, context: Ctx
+    ) -> node_pb2.ReadKvReply:
+        if got.bad is not None:
+            return got.bad
+        s, hit, vl, a, b = rng.session, rng.stop, request.vl, got.a, got.b
+        # every part at once: the remote blocks held, the planned storage part, and what
+        # the two tiers no longer hold of the plan (from storage)
+        bads = await asyncio.gather(
+            self._move(request.tier_src, s, got.remote, vl),
             self._storage(BlockRange(s, b, hit), request.nbytes, request.target, vl, context),
-            self._shortfall(BlockRange(s, local, a), vl, context),
+            self._shortfall(BlockRange(s, got.local, a), vl, context),
+            self._shortfall(BlockRange(s, a + got.remote, b), vl, context),
         )
-        bad = bad_remote or bad_storage or bad_short
+        bad = next((x for x in bads if x is not None), None)
         if bad is not None:
             return bad
-        self.tier.served_local += local
+        self.tier.served_local += got.local
         self.tier.fill(s, 0, hit)  # the whole hit is in this node's DRAM now (read-allocate)
         return node_pb2.ReadKvReply(
             blocks_verified=hit,
-            tier_local=local,
-            tier_remote=remote,
-            storage_blocks=hit - local - remote,
+            tier_local=got.local,
+            tier_remote=got.remote,
+            storage_blocks=hit - got.local - got.remote,
         )
 
     def _check(self, part: BlockRange, digest: int, where: str) -> Bad:
@@ -96,18 +120,6 @@ class TierIo:
         nbytes = part.nblocks * self.io.ctx.full_block_bytes
         return await self._storage(part, nbytes, -1, vl, context)
 
-    async def _remote(self, src: str, part: BlockRange, vl: int, context: Ctx) -> tuple[int, Bad]:
-        """The leading blocks of `part` `src`'s tier holds, moved here over both CNICs, and
-        the rest of `part` from storage, at once. Returns how many came from `src`."""
-        n, bad = await self._ask(src, part)
-        if bad is not None:
-            return n, bad
-        rest = BlockRange(part.session, part.start + n, part.stop)
-        _, bad = await asyncio.gather(
-            self._move(src, part.session, n, vl), self._shortfall(rest, vl, context)
-        )
-        return n, bad
-
     async def _ask(self, src: str, part: BlockRange) -> tuple[int, Bad]:
         """`TierRead` on `src`: how many leading blocks of `part` it holds, checked."""
         shell, ctx = self.io.shell, self.io.ctx
@@ -123,11 +135,11 @@ class TierIo:
         held = BlockRange(part.session, part.start, part.start + n)
         return n, self._check(held, int(reply.digest), f"{src}'s DRAM tier")
 
-    async def _move(self, src: str, session: int, n: int, vl: int) -> None:
+    async def _move(self, src: str, session: int, n: int, vl: int) -> Bad:
         """n blocks from `src`'s DRAM into this node's (`Hardware.tier_remote_hops`)."""
         shell, ctx = self.io.shell, self.io.ctx
         if n == 0 or ctx.policy.oracle:
-            return
+            return None
         hops = ctx.hw.tier_remote_hops(ctx.hw.nodes[src].state, shell.node_hw.state, session)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -137,6 +149,7 @@ class TierIo:
 
         shell.mover.start(n * ctx.full_block_bytes, hops, vl, moved)
         await done
+        return None
 
 
 async def serve_tier_read(
