@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dualpath.runtimes.process.launcher.local import UpOptions
+from dualpath.runtimes.process.launcher.nemesis import Load, run_schedule
 from dualpath.runtimes.process.launcher.run import run_workload
 from tests.runtimes.process.serving.conftest import scenario
 
@@ -53,3 +54,18 @@ def test_tier_hits_skip_the_storage_service_and_nothing_is_lost(tmp_path: Path) 
     # average of 11 on 2 cores, 8-11 % at 19 (docs/tier.md).
     assert 0 <= tier["shortfall_blocks"] < 0.25 * integ["blocks_read"]
     assert r["history"]["ok"]
+
+
+def test_a_killed_nodes_tier_is_only_a_cache(tmp_path: Path) -> None:
+    """decode0 SIGKILLed under load and started again: its tier is gone (it restarts
+    empty, the scheduler forgets it), but every block it held was persisted too
+    (write-through): every turn is answered, no acknowledged block is missing, and no
+    read fails verification."""
+    sc = scenario("topology.decode_nodes=2", "policy.name=hicache", "tier.dram_bytes_per_node=1e9")
+    res = run_schedule(sc, ["kill:decode0@8+5"], tmp_path, Load(sessions=4, turns=8))
+    v = res["verdict"]
+    print(v, res["resilience"], res["tier"]["hit_tokens"], res["tier"].get("shortfall_blocks"))
+    assert v["turns"] == 32 and v["ok"] and v["completed"] > 0, v
+    assert v["persisted_missing"] == v["blocks_lost"] == v["blocks_corrupted"] == 0
+    tier = res["tier"]
+    assert tier["hit_tokens"]["local_dram"] + tier["hit_tokens"]["remote_dram"] > 0
