@@ -164,12 +164,10 @@ def test_the_tier_policies_are_registered() -> None:
     assert default_registry().get("hicache").dual_path is False
 
 
-def test_the_process_runtime_refuses_the_tier_before_it_starts() -> None:
+def test_both_runtimes_accept_the_tier() -> None:
     from dualpath.cli.common import validate
     from dualpath.model.config.presets import resolve
 
-    sc = resolve("smoke", {}, ["tier.dram_bytes_per_node=1e9"])
-    validate(sc)  # virtual time runs it
-    with pytest.raises(ValueError, match=r"^tier\.dram_bytes_per_node: .* virtual time only"):
-        validate(sc, processes=True)
-    validate(resolve("smoke", {}, []), processes=True)
+    sc = resolve("smoke", {}, ["tier.dram_bytes_per_node=1e9", "policy.name=hicache"])
+    validate(sc)
+    validate(sc, processes=True)  # the process runtime runs it too (docs/tier.md)

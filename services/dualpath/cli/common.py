@@ -52,7 +52,8 @@ def check_out_path(flag: str, path: Path, *, folder: bool = False) -> None:
 
 def validate(sc: Scenario, *, processes: bool = False) -> None:
     """Check every name a scenario refers to before anything runs. `processes`: for the
-    process runtime, which also refuses what runs on virtual time only."""
+    process runtime (no check of its own today: the DRAM tier runs on it too; what runs on
+    virtual time only, split reads, its scheduler refuses when it starts)."""
     from dualpath.model.policies.registry import default_registry
     from dualpath.model.roofline import load_gpu, load_model
     from dualpath.model.workload import parse_max_len
@@ -67,11 +68,6 @@ def validate(sc: Scenario, *, processes: bool = False) -> None:
 
         pooled_profile_for(parse_max_len(sc.workload.max_len))
     check_topology(sc)  # groups and HBM: before a process runtime starts anything
-    if processes and sc.tier.dram_bytes_per_node > 0:
-        raise ValueError(
-            "tier.dram_bytes_per_node: the DRAM tier runs on virtual time only (dualpath sim, "
-            "dualpath experiment; docs/tier.md); set it to 0 here"
-        )
     w = sc.workload
     if w.source != "synthetic" and w.trace is not None and not Path(w.trace).exists():
         raise ValueError(f"workload.trace {w.trace}: no such file or folder")

@@ -120,6 +120,7 @@ TOKENIZER_HELP = (
     "a model in the local Hugging Face cache (sets frontdoor.tokenizer; nothing is downloaded)"
 )
 Tokenizer = Annotated[str | None, typer.Option(help=TOKENIZER_HELP)]
+Policy = Annotated[str | None, typer.Option(help="scheduling policy name (policy.name)")]
 
 
 def _scenario(
@@ -129,10 +130,13 @@ def _scenario(
     fault: list[str] | None = None,
     tokenizer: str | None = None,
     load_tokenizer: bool = True,
+    policy: str | None = None,
 ) -> Any:
     from dualpath.model.config.presets import ConfigError, resolve
 
     flags: dict[str, Any] = {"workload": {"agents": agents}} if agents is not None else {}
+    if policy is not None:  # as `dualpath sim --policy` (--set policy.name=... wins)
+        flags["policy"] = {"name": policy}
     if fault:
         flags["faults"] = {"schedule": fault}
     if tokenizer is not None:
@@ -286,6 +290,7 @@ def endpoint_table(cl: Any) -> Table:
 def up(
     preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
     set_: Annotated[list[str] | None, typer.Option("--set", help="path.to.key=value")] = None,
+    policy: Policy = None,
     fault: Annotated[list[str] | None, typer.Option(help=FAULT_HELP)] = None,
     http_port: Annotated[int, typer.Option(help="OpenAI-compatible API port")] = 8000,
     speedup: Annotated[float, typer.Option(help=SPEEDUP_HELP)] = 1.0,
@@ -319,11 +324,11 @@ def up(
     if not 0 <= max_restarts <= 1000:
         fail(f"--max-restarts: expected 0 to 1000, got {max_restarts}")
     logs = _logging_for(log_format, log_level)
-    sc = _scenario(preset, set_, fault=fault, tokenizer=tokenizer)
+    sc = _scenario(preset, set_, fault=fault, tokenizer=tokenizer, policy=policy)
     _check_local_cluster(sc)
     opts = up_options(run_dir, http_port, speedup, real_payload, redis_url)
-    policy = RestartPolicy(Restart(restart), max_restarts)
-    opts = dataclasses.replace(opts, restart=policy, **logs)
+    restarts = RestartPolicy(Restart(restart), max_restarts)
+    opts = dataclasses.replace(opts, restart=restarts, **logs)
     try:
         serve_until_signal(sc, opts, lambda cl: Console().print(endpoint_table(cl)))
     except (ClusterStartError, RedisUnavailable) as exc:
@@ -336,6 +341,7 @@ def run(
     preset: Annotated[str, typer.Option(help="preset name or FILE.yaml")] = "smoke",
     agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="path.to.key=value")] = None,
+    policy: Policy = None,
     fault: Annotated[list[str] | None, typer.Option(help=FAULT_HELP)] = None,
     out: Annotated[Path, typer.Option(help="JSON report (+ .md, .png beside it)")] = Path(
         "out/report.json"
@@ -363,7 +369,7 @@ def run(
     from dualpath.runtimes.process.launcher.run import run_workload
 
     logs = _logging_for(log_format, log_level)
-    sc = _scenario(preset, set_, agents, fault, tokenizer)
+    sc = _scenario(preset, set_, agents, fault, tokenizer, policy=policy)
     _check_local_cluster(sc)
     check_out_path("--out", out)
     # $DUALPATH_TOKEN (if set) guards the services as for `dualpath up`; the report is

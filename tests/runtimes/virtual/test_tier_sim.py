@@ -82,8 +82,9 @@ def test_a_hit_from_dram_is_read_faster_than_from_storage(
 
 
 def test_a_runtime_that_replaces_the_read_refuses_the_tier() -> None:
-    """The process runtime reads over RPC (its own read_kv): it has no tier, and says so
-    when its scheduler is built instead of running without it."""
+    """A runtime that reads over its own read_kv without declaring `reads_tier` (the
+    process runtime's `RemoteScheduler` declares it) says so when its scheduler is built
+    instead of running without the tier."""
     from dualpath.model.engines.scheduler import GlobalScheduler
     from dualpath.model.entities.request import Request
     from dualpath.runtimes.cluster import build_cluster
@@ -96,7 +97,7 @@ def test_a_runtime_that_replaces_the_read_refuses_the_tier() -> None:
     async def build(clock: Any) -> None:
         build_cluster(small(SMALL_TIER), clock, 1000, 100, scheduler=ByRpc)
 
-    with pytest.raises(ValueError, match=r"tier.dram_bytes_per_node: .* virtual time only"):
+    with pytest.raises(ValueError, match=r"tier.dram_bytes_per_node: this runtime does not read"):
         run_virtual_loop(build)
 
 

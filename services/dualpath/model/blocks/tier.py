@@ -51,6 +51,9 @@ class DramTier:
         self._clock = 0
         # (hits or 0, stamp, session); stale entries are skipped when they surface
         self._heap: list[tuple[int, int, int]] = []
+        # When a list: every session whose held run changed (filled or evicted) is appended,
+        # for a runtime that mirrors this tier elsewhere (the process runtime's scheduler).
+        self.journal: list[int] | None = None
 
     def cached(self, session: int) -> int:
         return self.runs.get(session, 0)
@@ -89,6 +92,8 @@ class DramTier:
             return 0
         self.runs[session] = have + want
         self.used += want
+        if self.journal is not None:
+            self.journal.append(session)
         self.peak = max(self.peak, self.used)
         self.inserted_blocks += want
         self.touch(session)
@@ -113,6 +118,8 @@ class DramTier:
             self.runs[s] -= take
             self.used -= take
             self.evicted_blocks += take
+            if self.journal is not None:
+                self.journal.append(s)
             if self.runs[s] == 0:
                 heapq.heappop(self._heap)
                 del self.runs[s], self._stamp[s]

@@ -68,13 +68,15 @@ class GlobalScheduler:
                     "(dualpath sim, dualpath experiment); choose another policy here"
                 )
             ctx.metrics.read_path.setdefault(ReadPath.SPLIT.value, 0)
+        # A runtime that replaces the read seam says it reads the tier (`reads_tier`).
+        replaced = type(self).read_kv is not GlobalScheduler.read_kv
         if ctx.tier is not None and (
-            type(self).read_kv is not GlobalScheduler.read_kv
+            (replaced and not getattr(self, "reads_tier", False))
             or getattr(ctx.policy, "splits_reads", False)
         ):
             raise ValueError(
-                "tier.dram_bytes_per_node: the DRAM tier runs on virtual time only (dualpath "
-                "sim, dualpath experiment) and not with split reads; set it to 0 here"
+                "tier.dram_bytes_per_node: this runtime does not read the DRAM tier, and no "
+                "runtime does with split reads; set it to 0 here"
             )
         if ctx.de_buffer_after_pe_read and type(self).read_kv is not GlobalScheduler.read_kv:
             raise ValueError(

@@ -1,8 +1,8 @@
 """A KV read with the host-DRAM tier on (docs/tier.md): the hit's leading blocks the
 reading node holds in DRAM move nothing (the H2D load reads them there, as it reads the
 buffer); blocks another node holds come over RDMA through both nodes' compute NICs; only
-the rest crosses the storage NIC. Virtual time only: the process runtime refuses the tier
-when its scheduler starts (model/engines/scheduler.py).
+the rest crosses the storage NIC. The process runtime plans and accounts with the same
+functions; its nodes move the parts (runtimes/process/serving/tier_io.py).
 
 The hit itself is unchanged: the stored prefix, as without the tier (write-through: every
 block in a tier was also persisted), so the tier changes where bytes come from, never which.

@@ -25,27 +25,31 @@ _sym_db = _symbol_database.Default()
 from dualpath.rpc.v1 import kv_pb2 as dualpath_dot_rpc_dot_v1_dot_kv__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x64ualpath/rpc/v1/node.proto\x12\x0f\x64ualpath.rpc.v1\x1a\x18\x64ualpath/rpc/v1/kv.proto\"\x9b\x03\n\x0bTurnRequest\x12\x0b\n\x03rid\x18\x01 \x01(\x04\x12\x0f\n\x07session\x18\x02 \x01(\x04\x12\x0c\n\x04turn\x18\x03 \x01(\r\x12\x0e\n\x06prompt\x18\x04 \x01(\r\x12\x0b\n\x03gen\x18\x05 \x01(\r\x12\x0f\n\x07\x61rrival\x18\x06 \x01(\x01\x12\x0b\n\x03hit\x18\x07 \x01(\r\x12\n\n\x02pe\x18\x08 \x01(\t\x12\n\n\x02\x64\x65\x18\t \x01(\t\x12\'\n\x04path\x18\n \x01(\x0e\x32\x19.dualpath.rpc.v1.ReadPath\x12\x10\n\x08\x63omputed\x18\x0b \x01(\r\x12\x18\n\x10persisted_blocks\x18\x0c \x01(\r\x12\x11\n\thbm_bytes\x18\r \x01(\x01\x12\x14\n\x0c\x62uffer_bytes\x18\x0e \x01(\x01\x12\x0c\n\x04t_pe\x18\x0f \x01(\x01\x12\x0c\n\x04t_de\x18\x10 \x01(\x01\x12\x14\n\x0ct_read_start\x18\x11 \x01(\x01\x12\x13\n\x0bt_read_done\x18\x12 \x01(\x01\x12\x0f\n\x07t_first\x18\x13 \x01(\x01\x12&\n\x07lineage\x18\x14 \x03(\x0b\x32\x15.dualpath.rpc.v1.Fork\x12\x0f\n\x07\x61ttempt\x18\x15 \x01(\r\"\xa3\x01\n\rReadKvRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x15\n\rreserve_bytes\x18\x02 \x01(\x01\x12*\n\x05range\x18\x03 \x01(\x0b\x32\x1b.dualpath.rpc.v1.BlockRange\x12\x0e\n\x06target\x18\x04 \x01(\r\x12\x0e\n\x06nbytes\x18\x05 \x01(\x01\x12\n\n\x02vl\x18\x06 \x01(\r\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\r\"I\n\x0bReadKvReply\x12\x17\n\x0f\x62locks_verified\x18\x01 \x01(\r\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12\x12\n\nerror_kind\x18\x03 \x01(\t\"\x05\n\x03\x41\x63k\"5\n\x0eReleaseRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\"&\n\x0cReleaseReply\x12\x16\n\x0ereleased_bytes\x18\x01 \x01(\x01*I\n\x08ReadPath\x12\x19\n\x15READ_PATH_UNSPECIFIED\x10\x00\x12\x10\n\x0cREAD_PATH_PE\x10\x01\x12\x10\n\x0cREAD_PATH_DE\x10\x02\x32\xa4\x03\n\x04Node\x12\x46\n\x06\x43harge\x12\x1e.dualpath.rpc.v1.ChargeRequest\x1a\x1c.dualpath.rpc.v1.ChargeReply\x12\x46\n\x06ReadKv\x12\x1e.dualpath.rpc.v1.ReadKvRequest\x1a\x1c.dualpath.rpc.v1.ReadKvReply\x12=\n\x07\x45nqueue\x12\x1c.dualpath.rpc.v1.TurnRequest\x1a\x14.dualpath.rpc.v1.Ack\x12=\n\x07Receive\x12\x1c.dualpath.rpc.v1.TurnRequest\x1a\x14.dualpath.rpc.v1.Ack\x12I\n\x07Release\x12\x1f.dualpath.rpc.v1.ReleaseRequest\x1a\x1d.dualpath.rpc.v1.ReleaseReply\x12\x43\n\x05Stats\x12\x1d.dualpath.rpc.v1.StatsRequest\x1a\x1b.dualpath.rpc.v1.StatsReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x64ualpath/rpc/v1/node.proto\x12\x0f\x64ualpath.rpc.v1\x1a\x18\x64ualpath/rpc/v1/kv.proto\"\x9b\x03\n\x0bTurnRequest\x12\x0b\n\x03rid\x18\x01 \x01(\x04\x12\x0f\n\x07session\x18\x02 \x01(\x04\x12\x0c\n\x04turn\x18\x03 \x01(\r\x12\x0e\n\x06prompt\x18\x04 \x01(\r\x12\x0b\n\x03gen\x18\x05 \x01(\r\x12\x0f\n\x07\x61rrival\x18\x06 \x01(\x01\x12\x0b\n\x03hit\x18\x07 \x01(\r\x12\n\n\x02pe\x18\x08 \x01(\t\x12\n\n\x02\x64\x65\x18\t \x01(\t\x12\'\n\x04path\x18\n \x01(\x0e\x32\x19.dualpath.rpc.v1.ReadPath\x12\x10\n\x08\x63omputed\x18\x0b \x01(\r\x12\x18\n\x10persisted_blocks\x18\x0c \x01(\r\x12\x11\n\thbm_bytes\x18\r \x01(\x01\x12\x14\n\x0c\x62uffer_bytes\x18\x0e \x01(\x01\x12\x0c\n\x04t_pe\x18\x0f \x01(\x01\x12\x0c\n\x04t_de\x18\x10 \x01(\x01\x12\x14\n\x0ct_read_start\x18\x11 \x01(\x01\x12\x13\n\x0bt_read_done\x18\x12 \x01(\x01\x12\x0f\n\x07t_first\x18\x13 \x01(\x01\x12&\n\x07lineage\x18\x14 \x03(\x0b\x32\x15.dualpath.rpc.v1.Fork\x12\x0f\n\x07\x61ttempt\x18\x15 \x01(\r\"\xdb\x01\n\rReadKvRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x15\n\rreserve_bytes\x18\x02 \x01(\x01\x12*\n\x05range\x18\x03 \x01(\x0b\x32\x1b.dualpath.rpc.v1.BlockRange\x12\x0e\n\x06target\x18\x04 \x01(\r\x12\x0e\n\x06nbytes\x18\x05 \x01(\x01\x12\n\n\x02vl\x18\x06 \x01(\r\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\r\x12\x12\n\ntier_local\x18\x08 \x01(\r\x12\x10\n\x08tier_end\x18\t \x01(\r\x12\x10\n\x08tier_src\x18\n \x01(\t\"\x8a\x01\n\x0bReadKvReply\x12\x17\n\x0f\x62locks_verified\x18\x01 \x01(\r\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12\x12\n\nerror_kind\x18\x03 \x01(\t\x12\x12\n\ntier_local\x18\x04 \x01(\r\x12\x13\n\x0btier_remote\x18\x05 \x01(\r\x12\x16\n\x0estorage_blocks\x18\x06 \x01(\r\"=\n\x0fTierReadRequest\x12*\n\x05range\x18\x01 \x01(\x0b\x32\x1b.dualpath.rpc.v1.BlockRange\"/\n\rTierReadReply\x12\x0e\n\x06\x62locks\x18\x01 \x01(\r\x12\x0e\n\x06\x64igest\x18\x02 \x01(\x04\"\x05\n\x03\x41\x63k\"5\n\x0eReleaseRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\"&\n\x0cReleaseReply\x12\x16\n\x0ereleased_bytes\x18\x01 \x01(\x01*I\n\x08ReadPath\x12\x19\n\x15READ_PATH_UNSPECIFIED\x10\x00\x12\x10\n\x0cREAD_PATH_PE\x10\x01\x12\x10\n\x0cREAD_PATH_DE\x10\x02\x32\xf2\x03\n\x04Node\x12\x46\n\x06\x43harge\x12\x1e.dualpath.rpc.v1.ChargeRequest\x1a\x1c.dualpath.rpc.v1.ChargeReply\x12\x46\n\x06ReadKv\x12\x1e.dualpath.rpc.v1.ReadKvRequest\x1a\x1c.dualpath.rpc.v1.ReadKvReply\x12L\n\x08TierRead\x12 .dualpath.rpc.v1.TierReadRequest\x1a\x1e.dualpath.rpc.v1.TierReadReply\x12=\n\x07\x45nqueue\x12\x1c.dualpath.rpc.v1.TurnRequest\x1a\x14.dualpath.rpc.v1.Ack\x12=\n\x07Receive\x12\x1c.dualpath.rpc.v1.TurnRequest\x1a\x14.dualpath.rpc.v1.Ack\x12I\n\x07Release\x12\x1f.dualpath.rpc.v1.ReleaseRequest\x1a\x1d.dualpath.rpc.v1.ReleaseReply\x12\x43\n\x05Stats\x12\x1d.dualpath.rpc.v1.StatsRequest\x1a\x1b.dualpath.rpc.v1.StatsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dualpath.rpc.v1.node_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_READPATH']._serialized_start=830
-  _globals['_READPATH']._serialized_end=903
+  _globals['_READPATH']._serialized_start=1064
+  _globals['_READPATH']._serialized_end=1137
   _globals['_TURNREQUEST']._serialized_start=74
   _globals['_TURNREQUEST']._serialized_end=485
   _globals['_READKVREQUEST']._serialized_start=488
-  _globals['_READKVREQUEST']._serialized_end=651
-  _globals['_READKVREPLY']._serialized_start=653
-  _globals['_READKVREPLY']._serialized_end=726
-  _globals['_ACK']._serialized_start=728
-  _globals['_ACK']._serialized_end=733
-  _globals['_RELEASEREQUEST']._serialized_start=735
-  _globals['_RELEASEREQUEST']._serialized_end=788
-  _globals['_RELEASEREPLY']._serialized_start=790
-  _globals['_RELEASEREPLY']._serialized_end=828
-  _globals['_NODE']._serialized_start=906
-  _globals['_NODE']._serialized_end=1326
+  _globals['_READKVREQUEST']._serialized_end=707
+  _globals['_READKVREPLY']._serialized_start=710
+  _globals['_READKVREPLY']._serialized_end=848
+  _globals['_TIERREADREQUEST']._serialized_start=850
+  _globals['_TIERREADREQUEST']._serialized_end=911
+  _globals['_TIERREADREPLY']._serialized_start=913
+  _globals['_TIERREADREPLY']._serialized_end=960
+  _globals['_ACK']._serialized_start=962
+  _globals['_ACK']._serialized_end=967
+  _globals['_RELEASEREQUEST']._serialized_start=969
+  _globals['_RELEASEREQUEST']._serialized_end=1022
+  _globals['_RELEASEREPLY']._serialized_start=1024
+  _globals['_RELEASEREPLY']._serialized_end=1062
+  _globals['_NODE']._serialized_start=1140
+  _globals['_NODE']._serialized_end=1638
 # @@protoc_insertion_point(module_scope)

@@ -64,7 +64,7 @@ class TurnRequest(_message.Message):
     def __init__(self, rid: _Optional[int] = ..., session: _Optional[int] = ..., turn: _Optional[int] = ..., prompt: _Optional[int] = ..., gen: _Optional[int] = ..., arrival: _Optional[float] = ..., hit: _Optional[int] = ..., pe: _Optional[str] = ..., de: _Optional[str] = ..., path: _Optional[_Union[ReadPath, str]] = ..., computed: _Optional[int] = ..., persisted_blocks: _Optional[int] = ..., hbm_bytes: _Optional[float] = ..., buffer_bytes: _Optional[float] = ..., t_pe: _Optional[float] = ..., t_de: _Optional[float] = ..., t_read_start: _Optional[float] = ..., t_read_done: _Optional[float] = ..., t_first: _Optional[float] = ..., lineage: _Optional[_Iterable[_Union[_kv_pb2.Fork, _Mapping]]] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class ReadKvRequest(_message.Message):
-    __slots__ = ("request_id", "reserve_bytes", "range", "target", "nbytes", "vl", "attempt")
+    __slots__ = ("request_id", "reserve_bytes", "range", "target", "nbytes", "vl", "attempt", "tier_local", "tier_end", "tier_src")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RESERVE_BYTES_FIELD_NUMBER: _ClassVar[int]
     RANGE_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,9 @@ class ReadKvRequest(_message.Message):
     NBYTES_FIELD_NUMBER: _ClassVar[int]
     VL_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    TIER_LOCAL_FIELD_NUMBER: _ClassVar[int]
+    TIER_END_FIELD_NUMBER: _ClassVar[int]
+    TIER_SRC_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     reserve_bytes: float
     range: _kv_pb2.BlockRange
@@ -79,17 +82,40 @@ class ReadKvRequest(_message.Message):
     nbytes: float
     vl: int
     attempt: int
-    def __init__(self, request_id: _Optional[int] = ..., reserve_bytes: _Optional[float] = ..., range: _Optional[_Union[_kv_pb2.BlockRange, _Mapping]] = ..., target: _Optional[int] = ..., nbytes: _Optional[float] = ..., vl: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
+    tier_local: int
+    tier_end: int
+    tier_src: str
+    def __init__(self, request_id: _Optional[int] = ..., reserve_bytes: _Optional[float] = ..., range: _Optional[_Union[_kv_pb2.BlockRange, _Mapping]] = ..., target: _Optional[int] = ..., nbytes: _Optional[float] = ..., vl: _Optional[int] = ..., attempt: _Optional[int] = ..., tier_local: _Optional[int] = ..., tier_end: _Optional[int] = ..., tier_src: _Optional[str] = ...) -> None: ...
 
 class ReadKvReply(_message.Message):
-    __slots__ = ("blocks_verified", "error", "error_kind")
+    __slots__ = ("blocks_verified", "error", "error_kind", "tier_local", "tier_remote", "storage_blocks")
     BLOCKS_VERIFIED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
+    TIER_LOCAL_FIELD_NUMBER: _ClassVar[int]
+    TIER_REMOTE_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     blocks_verified: int
     error: str
     error_kind: str
-    def __init__(self, blocks_verified: _Optional[int] = ..., error: _Optional[str] = ..., error_kind: _Optional[str] = ...) -> None: ...
+    tier_local: int
+    tier_remote: int
+    storage_blocks: int
+    def __init__(self, blocks_verified: _Optional[int] = ..., error: _Optional[str] = ..., error_kind: _Optional[str] = ..., tier_local: _Optional[int] = ..., tier_remote: _Optional[int] = ..., storage_blocks: _Optional[int] = ...) -> None: ...
+
+class TierReadRequest(_message.Message):
+    __slots__ = ("range",)
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    range: _kv_pb2.BlockRange
+    def __init__(self, range: _Optional[_Union[_kv_pb2.BlockRange, _Mapping]] = ...) -> None: ...
+
+class TierReadReply(_message.Message):
+    __slots__ = ("blocks", "digest")
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    blocks: int
+    digest: int
+    def __init__(self, blocks: _Optional[int] = ..., digest: _Optional[int] = ...) -> None: ...
 
 class Ack(_message.Message):
     __slots__ = ()

@@ -45,6 +45,11 @@ class NodeStub:
                 request_serializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.ReadKvRequest.SerializeToString,
                 response_deserializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.ReadKvReply.FromString,
                 _registered_method=True)
+        self.TierRead = channel.unary_unary(
+                '/dualpath.rpc.v1.Node/TierRead',
+                request_serializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.TierReadRequest.SerializeToString,
+                response_deserializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.TierReadReply.FromString,
+                _registered_method=True)
         self.Enqueue = channel.unary_unary(
                 '/dualpath.rpc.v1.Node/Enqueue',
                 request_serializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.TurnRequest.SerializeToString,
@@ -78,6 +83,13 @@ class NodeServicer:
 
     def ReadKv(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TierRead(self, request, context):
+        """DRAM tier: what this node's tier holds of a range another node reads (docs/tier.md).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -120,6 +132,11 @@ def add_NodeServicer_to_server(servicer, server):
                     servicer.ReadKv,
                     request_deserializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.ReadKvRequest.FromString,
                     response_serializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.ReadKvReply.SerializeToString,
+            ),
+            'TierRead': grpc.unary_unary_rpc_method_handler(
+                    servicer.TierRead,
+                    request_deserializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.TierReadRequest.FromString,
+                    response_serializer=dualpath_dot_rpc_dot_v1_dot_node__pb2.TierReadReply.SerializeToString,
             ),
             'Enqueue': grpc.unary_unary_rpc_method_handler(
                     servicer.Enqueue,
@@ -196,6 +213,33 @@ class Node:
             '/dualpath.rpc.v1.Node/ReadKv',
             dualpath_dot_rpc_dot_v1_dot_node__pb2.ReadKvRequest.SerializeToString,
             dualpath_dot_rpc_dot_v1_dot_node__pb2.ReadKvReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TierRead(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dualpath.rpc.v1.Node/TierRead',
+            dualpath_dot_rpc_dot_v1_dot_node__pb2.TierReadRequest.SerializeToString,
+            dualpath_dot_rpc_dot_v1_dot_node__pb2.TierReadReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,6 +36,8 @@ class NodeStub:
     def __new__(cls, channel: _aio.Channel) -> NodeAsyncStub: ...
     Charge: _grpc.UnaryUnaryMultiCallable[_kv_pb2.ChargeRequest, _kv_pb2.ChargeReply]
     ReadKv: _grpc.UnaryUnaryMultiCallable[_node_pb2.ReadKvRequest, _node_pb2.ReadKvReply]
+    TierRead: _grpc.UnaryUnaryMultiCallable[_node_pb2.TierReadRequest, _node_pb2.TierReadReply]
+    """DRAM tier: what this node's tier holds of a range another node reads (docs/tier.md)."""
     Enqueue: _grpc.UnaryUnaryMultiCallable[_node_pb2.TurnRequest, _node_pb2.Ack]
     """PE: the request's hit KV is in a buffer; join its engine's FIFO."""
     Receive: _grpc.UnaryUnaryMultiCallable[_node_pb2.TurnRequest, _node_pb2.Ack]
@@ -48,6 +50,8 @@ class NodeAsyncStub(NodeStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Charge: _aio.UnaryUnaryMultiCallable[_kv_pb2.ChargeRequest, _kv_pb2.ChargeReply]  # type: ignore[assignment]
     ReadKv: _aio.UnaryUnaryMultiCallable[_node_pb2.ReadKvRequest, _node_pb2.ReadKvReply]  # type: ignore[assignment]
+    TierRead: _aio.UnaryUnaryMultiCallable[_node_pb2.TierReadRequest, _node_pb2.TierReadReply]  # type: ignore[assignment]
+    """DRAM tier: what this node's tier holds of a range another node reads (docs/tier.md)."""
     Enqueue: _aio.UnaryUnaryMultiCallable[_node_pb2.TurnRequest, _node_pb2.Ack]  # type: ignore[assignment]
     """PE: the request's hit KV is in a buffer; join its engine's FIFO."""
     Receive: _aio.UnaryUnaryMultiCallable[_node_pb2.TurnRequest, _node_pb2.Ack]  # type: ignore[assignment]
@@ -69,6 +73,14 @@ class NodeServicer(metaclass=_abc_1.ABCMeta):
         request: _node_pb2.ReadKvRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.ReadKvReply, _abc.Awaitable[_node_pb2.ReadKvReply]]: ...
+
+    @_abc_1.abstractmethod
+    def TierRead(
+        self,
+        request: _node_pb2.TierReadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.TierReadReply, _abc.Awaitable[_node_pb2.TierReadReply]]:
+        """DRAM tier: what this node's tier holds of a range another node reads (docs/tier.md)."""
 
     @_abc_1.abstractmethod
     def Enqueue(

@@ -16,14 +16,16 @@ class ReportKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPORT_KIND_DONE: _ClassVar[ReportKind]
     REPORT_KIND_FAILED: _ClassVar[ReportKind]
     REPORT_KIND_PROGRESS: _ClassVar[ReportKind]
+    REPORT_KIND_TIER: _ClassVar[ReportKind]
 REPORT_KIND_UNSPECIFIED: ReportKind
 REPORT_KIND_PE_RELEASED: ReportKind
 REPORT_KIND_DONE: ReportKind
 REPORT_KIND_FAILED: ReportKind
 REPORT_KIND_PROGRESS: ReportKind
+REPORT_KIND_TIER: ReportKind
 
 class Report(_message.Message):
-    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message", "tokens", "chunk_tokens", "step_s", "attempt", "t_scheduled")
+    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message", "tokens", "chunk_tokens", "step_s", "attempt", "t_scheduled", "session", "tier_blocks", "node")
     KIND_FIELD_NUMBER: _ClassVar[int]
     RID_FIELD_NUMBER: _ClassVar[int]
     T_FIRST_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +37,9 @@ class Report(_message.Message):
     STEP_S_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     T_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    TIER_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
     kind: ReportKind
     rid: int
     t_first: float
@@ -46,7 +51,10 @@ class Report(_message.Message):
     step_s: float
     attempt: int
     t_scheduled: float
-    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ..., tokens: _Optional[int] = ..., chunk_tokens: _Optional[int] = ..., step_s: _Optional[float] = ..., attempt: _Optional[int] = ..., t_scheduled: _Optional[float] = ...) -> None: ...
+    session: int
+    tier_blocks: int
+    node: str
+    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ..., tokens: _Optional[int] = ..., chunk_tokens: _Optional[int] = ..., step_s: _Optional[float] = ..., attempt: _Optional[int] = ..., t_scheduled: _Optional[float] = ..., session: _Optional[int] = ..., tier_blocks: _Optional[int] = ..., node: _Optional[str] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("reports",)

@@ -4,6 +4,7 @@ JCT within 5 % (docs/services.md). Also a run that ships real (scaled-down) payl
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,12 +16,20 @@ from tests.runtimes.process.serving.conftest import scenario
 pytestmark = pytest.mark.slow
 
 
-def test_process_runtime_agrees_with_the_virtual_runtime(tmp_path: Path) -> None:
+# With the host-DRAM tier on (docs/tier.md): DualPath's scheduler on it, 215 Full Blocks a
+# node, so the tiers evict and hits come from DRAM and from storage.
+TIER = ("policy.name=dualpath+tier", "tier.dram_bytes_per_node=3e8")
+
+
+@pytest.mark.parametrize("sets", [(), TIER], ids=["plain", "tier"])
+def test_process_runtime_agrees_with_the_virtual_runtime(
+    tmp_path: Path, sets: tuple[str, ...]
+) -> None:
     # Two agents (both read paths, sub-agent forks, ~130 turns) with half the smoke
     # preset's generated tokens: the same code paths in ~45 s of wall time instead of ~80.
     # The JCT gap is a near-constant ~0.4 emulated s of RPC hops over the turns of one
     # agent: 1.9 % here (0.9 % at full length, 2.9 % at a quarter: too close to 5 %).
-    sc = scenario("workload.gen_scale=0.5", agents=2)
+    sc = scenario("workload.gen_scale=0.5", *sets, agents=2)
     virtual = simulate(sc)
     # Below real time (0.5 emulated s per wall s) the RPC hops' wall latency is a small
     # fraction of every emulated interval; docs/services.md has the measured trade-off.
@@ -47,6 +56,20 @@ def test_process_runtime_agrees_with_the_virtual_runtime(tmp_path: Path) -> None
     history = proc["history"]  # read back from the run's Redis stream
     assert history["ok"] and history["turns_done"] == 132
     assert history["by_kind"]["persisted"] > 0
+    if sets:
+        _tiers_agree(proc, virtual)
+
+
+def _tiers_agree(proc: dict[str, Any], virtual: dict[str, Any]) -> None:
+    """Both tiers evict, and serve a like share of the hit from DRAM (which session's tail
+    is evicted depends on the order of fills, which the runtimes' timings shift)."""
+    pt, vt = proc["tier"], virtual["tier"]
+    assert pt["evicted_blocks"] > 0 and vt["evicted_blocks"] > 0
+    assert sum(pt["hit_tokens"].values()) == proc["tokens"]["hit"]
+    assert pt["hit_tokens"]["local_dram"] > 0 and pt["hit_tokens"]["storage"] > 0
+    for level in ("local_dram", "storage"):
+        assert pt["hit_share"][level] == pytest.approx(vt["hit_share"][level], abs=0.15)
+    assert pt["hit_bytes"]["storage"] == proc["integrity"]["bytes_from_storage"]
 
 
 def test_real_payload_bytes_are_shipped_and_verified(tmp_path: Path) -> None:

@@ -72,6 +72,9 @@ def process_report(
         report = build_report(world.cluster, jct, wall_s, workload)
         storage = next(s for s in services if s["service"] == "storage")
         report["integrity"]["blocks_parked_at_end"] = storage["store"]["parked_blocks"]
+        if "tier" in report:  # planned tier blocks a node no longer held (node_tier.py)
+            tiers = [s["tier"] for s in services if "tier" in s]
+            report["tier"]["shortfall_blocks"] = sum(t["shortfall"] for t in tiers)
         report["runtime"] = _runtime(services, jct, wall_s, extra_runtime)
         return report
 
@@ -95,6 +98,7 @@ def _runtime(
         "flows": None,
         "remote_charges": sum(s.get("remote_charges", 0) for s in services),
         "payload_bytes_verified": sum(s.get("payload_bytes_verified", 0) for s in services),
+        "storage_reads": _storage_reads(services),
         "resilience": _resilience(services),
         "services": sorted(lag),
         "stage_means_s": next(
@@ -117,3 +121,9 @@ def _resilience(services: list[dict[str, Any]]) -> dict[str, Any]:
         "charges_lost": sum(s.get("charges_lost", 0) for s in services),
         "buffer_released_bytes": sum(s.get("buffer_released_bytes", 0.0) for s in services),
     }
+
+
+def _storage_reads(services: list[dict[str, Any]]) -> dict[str, int]:
+    """The storage service's Read calls and their blocks (a DRAM tier hit is not one)."""
+    store: dict[str, Any] = next((s["store"] for s in services if s["service"] == "storage"), {})
+    return {"calls": store.get("reads", 0), "blocks": store.get("read_blocks", 0)}

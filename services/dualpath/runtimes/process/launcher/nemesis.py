@@ -128,6 +128,7 @@ def run_schedule(sc: Scenario, specs: list[str], run_dir: Path, load: Load) -> d
         "detect_s": _detect_times(fault_log, events),
         "wall_s": round(wall, 1),
         "resilience": report["runtime"]["resilience"],
+        "tier": report.get("tier"),  # with the DRAM tier on (docs/tier.md)
     }
 
 

@@ -27,6 +27,7 @@ from dualpath.rpc.v1 import kv_pb2, node_pb2, node_pb2_grpc, scheduler_pb2
 from dualpath.runtimes.process.serving import payload
 from dualpath.runtimes.process.serving.mover import DistributedMover
 from dualpath.runtimes.process.serving.node_io import NodeIo, RemoteDecodeUnit
+from dualpath.runtimes.process.serving.node_tier import install, snapshot
 from dualpath.runtimes.process.serving.options import ServeOptions
 from dualpath.runtimes.process.serving.pacing import node_pacer
 from dualpath.runtimes.process.serving.peers import Ctx, Peers
@@ -37,6 +38,7 @@ from dualpath.runtimes.process.serving.reservations import Reservations
 from dualpath.runtimes.process.serving.service import ServiceShell
 from dualpath.runtimes.process.serving.stats import base_stats, pack
 from dualpath.runtimes.process.serving.storage import charge, owned
+from dualpath.runtimes.process.serving.tier_io import TierIo, serve_tier_read
 from dualpath.runtimes.process.serving.vllm_engine import engine_families
 from dualpath.runtimes.process.serving.wire import request_from_wire, request_to_wire
 from dualpath.runtimes.process.serving.world import World, build_world
@@ -60,6 +62,12 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         groups = cluster.groups("prefill") + cluster.groups("decode")
         self.engines: dict[str, EngineState] = {e.engine_id: e for g in groups for e in g}
         self.io = NodeIo(self)
+        # this node's DRAM tier (docs/tier.md): its units' fills and its reads use it
+        self.tier = install(self.ctx.tier, self.name, self.ctx.chains)
+        self.tier_io = None
+        if self.tier is not None:
+            self.tier.on_change = self._tier_changed
+            self.tier_io = TierIo(self.io, self.tier)
         self.pacer = node_pacer(cluster.hw.fabric.links, opts.real_payload, opts.dilation)
         self.reservations = Reservations(self.node_hw.buffer)
         self.persists_failed = 0  # persists the storage never took (it was down too long)
@@ -184,6 +192,18 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
             )
         )
 
+    def _tier_changed(self, session: int, blocks: int) -> None:
+        """This node's tier now holds [0, blocks) of `session`: the scheduler's directory."""
+        if self.reports is not None:  # (fills happen only once the node works)
+            self.reports.send(
+                scheduler_pb2.Report(
+                    kind=scheduler_pb2.REPORT_KIND_TIER,
+                    session=session,
+                    tier_blocks=blocks,
+                    node=self.name,
+                )
+            )
+
     def _decoded(self, req: Request) -> None:
         self._report(scheduler_pb2.REPORT_KIND_DONE, req)
 
@@ -222,6 +242,11 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self, request: node_pb2.ReadKvRequest, context: Ctx
     ) -> node_pb2.ReadKvReply:
         return await self.io.read_kv(request, context)
+
+    async def TierRead(  # noqa: N802
+        self, request: node_pb2.TierReadRequest, context: Ctx
+    ) -> node_pb2.TierReadReply:
+        return await serve_tier_read(self.tier, self.ctx.chains, request, context)
 
     async def Enqueue(  # noqa: N802
         self, request: node_pb2.TurnRequest, context: Ctx
@@ -292,6 +317,8 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         out["buffer_released_bytes"] = self.reservations.released_bytes
         if self.pacer is not None:
             out["pacing"] = self.pacer.stats()
+        if self.tier is not None:
+            out["tier"] = snapshot(self.tier)
         return out
 
     def gauges(self) -> Gauges:

@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 DEADLINE_MARGIN_S = 0.05  # a downstream call must end before its caller's deadline does
 
 
+class _AbandonedError(Exception):
+    """The scheduler abandoned the attempt this read belongs to."""
+
+
 class NodeIo:
     def __init__(self, shell: NodeShell) -> None:
         self.shell = shell
@@ -36,33 +40,56 @@ class NodeIo:
         return self.shell.ctx
 
     async def read_kv(self, request: node_pb2.ReadKvRequest, context: Ctx) -> node_pb2.ReadKvReply:
-        """Reserve the buffer, then read storage -> SNIC -> DRAM: the storage charges its
-        target, this node its SNIC and DRAM, at once; the digest is checked here."""
+        """Reserve the buffer, then read the hit into it and verify it (`read_storage`;
+        with the DRAM tier on, `TierIo.read`)."""
         await self._working(context)
-        node = self.shell.node_hw
+        rng = range_from_wire(request.range, self.ctx.chains)
+        tier_io = self.shell.tier_io
+        # The DRAM tier (tier_io.py): what the tiers hold of the plan is claimed when the
+        # read arrives, while the buffer is awaited (HiCache locks what a request matched).
+        claim = tier_io.claim(request, rng) if tier_io is not None and rng.nblocks else None
+        try:
+            await self._reserve(request)
+            if claim is None or tier_io is None:
+                bad = None
+                if rng.nblocks:
+                    bad = await self.read_storage(
+                        rng, request.nbytes, request.target, request.vl, context
+                    )
+                return bad or node_pb2.ReadKvReply(blocks_verified=rng.nblocks)
+            return await tier_io.read(request, rng, await claim, context)
+        except _AbandonedError as exc:
+            return node_pb2.ReadKvReply(error=str(exc), error_kind="cancelled")
+        finally:
+            if claim is not None:
+                claim.cancel()  # (done already, unless the read did not get that far)
+
+    async def _reserve(self, request: node_pb2.ReadKvRequest) -> None:
+        """Reserve the read's buffer space (waits, FIFO) unless the turn was abandoned."""
         key = (int(request.request_id), int(request.attempt))
         res = self.shell.reservations
         if res.abandoned(key):
-            return node_pb2.ReadKvReply(
-                error=f"turn {key[0]} was abandoned", error_kind="cancelled"
-            )
+            raise _AbandonedError(f"turn {key[0]} was abandoned")
         if request.reserve_bytes > 0:
-            await node.buffer.acquire(request.reserve_bytes)  # a cancel gives the bytes back
+            # (a cancelled acquire gives the bytes back)
+            await self.shell.node_hw.buffer.acquire(request.reserve_bytes)
             if not res.hold(key, request.reserve_bytes):
-                return node_pb2.ReadKvReply(
-                    error=f"turn {key[0]} was abandoned", error_kind="cancelled"
-                )
-        rng = range_from_wire(request.range, self.ctx.chains)
-        if rng.stop == rng.start:
-            return node_pb2.ReadKvReply()
-        ctx = self.ctx
+                raise _AbandonedError(f"turn {key[0]} was abandoned")
+
+    async def read_storage(
+        self, rng: BlockRange, nbytes: float, target: int, vl: int, context: Ctx
+    ) -> node_pb2.ReadKvReply | None:
+        """Read `rng` storage -> SNIC -> DRAM: the storage charges its target, this node
+        its SNIC and DRAM, at once; the digest is checked here. None when it verified,
+        else the reply that says why not."""
+        ctx, node = self.ctx, self.shell.node_hw
         local = None
         if not ctx.policy.oracle:
             local = asyncio.ensure_future(
-                charge(ctx.hw.fabric, [node.snic_rx, node.dram], request.nbytes, request.vl)
+                charge(ctx.hw.fabric, [node.snic_rx, node.dram], nbytes, vl)
             )
         try:
-            digest, got = await self._fetch(request, context)
+            digest, got = await self._fetch(rng, nbytes, target, vl, context)
         except grpc.aio.AioRpcError as exc:
             if local is not None:
                 local.cancel()
@@ -71,7 +98,7 @@ class NodeIo:
         if local is not None:
             await local
         self.shell.payload_bytes_verified += got
-        want = payload.payload_size(request.nbytes, self.shell.opts.real_payload)
+        want = payload.payload_size(nbytes, self.shell.opts.real_payload)
         if got != want:
             return node_pb2.ReadKvReply(
                 error=f"{rng}: received {got} payload bytes, expected {want}",
@@ -83,7 +110,7 @@ class NodeIo:
                 error=f"{rng}: stored digest {digest:#x} != chain digest {expected:#x}",
                 error_kind="corrupted",
             )
-        return node_pb2.ReadKvReply(blocks_verified=rng.stop - rng.start)
+        return None
 
     async def _working(self, context: Ctx) -> None:
         """A restarted node serves gRPC once it has registered, and learns its peers a
@@ -105,22 +132,23 @@ class NodeIo:
                 f"register within {timeout:.2f} s; place the read elsewhere",
             )
 
-    async def _fetch(self, request: node_pb2.ReadKvRequest, context: Ctx) -> tuple[int, int]:
+    async def _fetch(
+        self, rng: BlockRange, nbytes: float, target: int, vl: int, context: Ctx
+    ) -> tuple[int, int]:
         assert self.shell.peers is not None  # _working waited for them
         pacer, scale = self.shell.pacer, self.shell.opts.real_payload
         if pacer is not None:  # the read's bytes come in over this node's SNIC
-            size = payload.payload_size(request.nbytes, scale)
-            await pacer.pace(self.shell.node_hw.snic_rx.name, request.vl, size)
+            size = payload.payload_size(nbytes, scale)
+            await pacer.pace(self.shell.node_hw.snic_rx.name, vl, size)
         remaining = context.time_remaining()
         timeout = self.shell.opts.transfer_deadline()
         if remaining is not None:
             timeout = max(0.001, min(timeout, remaining - DEADLINE_MARGIN_S))
         msg = kv_pb2.ReadBlocksRequest(
-            request_id=request.request_id,
-            range=request.range,
-            target=request.target,
-            nbytes=request.nbytes,
-            vl=request.vl,
+            range=range_to_wire(rng, self.ctx.chains),
+            target=target,
+            nbytes=nbytes,
+            vl=vl,
             payload_scale=self.shell.opts.real_payload,
         )
         digest, got = -1, 0

@@ -18,10 +18,12 @@ import grpc
 from dualpath.logs import event
 from dualpath.model.blocks import BlockRange
 from dualpath.model.engines.context import EngineContext
+from dualpath.model.engines.tier_read import after_read, storage_tokens
 from dualpath.model.entities.request import EngineState, ReadPath, Request
 from dualpath.model.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2
 from dualpath.runtimes.process.serving import retry
+from dualpath.runtimes.process.serving.node_tier import MirrorTier, mirror
 from dualpath.runtimes.process.serving.options import ServeOptions
 from dualpath.runtimes.process.serving.pacer import TokenPacer
 from dualpath.runtimes.process.serving.peers import Peers
@@ -52,6 +54,10 @@ log = logging.getLogger(__name__)
 
 
 class RemoteScheduler(Recovery):
+    # The DRAM tier (docs/tier.md): this scheduler keeps the directory of every node's tier
+    # (lookups at placement, as on virtual time); the reading node serves its part.
+    reads_tier = True
+
     def __init__(
         self,
         ctx: EngineContext,
@@ -60,6 +66,7 @@ class RemoteScheduler(Recovery):
         opts: ServeOptions,
     ) -> None:
         super().__init__(ctx, pe_groups, de_groups)
+        mirror(ctx.tier)  # the nodes keep the tiers; this is their directory
         self.opts = opts
         self.peers: Peers | None = None
         self.inflight: dict[int, Request] = {}
@@ -110,7 +117,9 @@ class RemoteScheduler(Recovery):
             attempt=req.attempt,
         )
         rng = BlockRange(req.session, 0, hit_blocks)
-        queued = req.hit  # (an abandoned attempt is reset while this still runs)
+        # only the storage part (the whole hit without the tier), as on virtual time; an
+        # abandoned attempt is reset while this still runs
+        queued = storage_tokens(req, ctx.engine.block_tokens)
         reader.read_q += queued
         req.t_read_start = ctx.clock.now()
         try:
@@ -123,7 +132,12 @@ class RemoteScheduler(Recovery):
         finally:
             reader.read_q -= queued
         req.t_read_done = ctx.clock.now()
+        if ctx.tier is not None:  # what the node found where (its tier may have evicted)
+            req.tier_local = int(reply.tier_local)
+            req.tier_end = req.tier_local + int(reply.tier_remote)
+            nbytes = float(reply.storage_blocks * ctx.full_block_bytes)
         self._account_read(req, reply, hit_blocks, nbytes)
+        after_read(ctx, req, reader, hit_blocks)
         wire = request_to_wire(req, ctx.chains)
         await self._call(pe.node.name, peers.node(pe.node.name).Enqueue, wire)
 
@@ -140,6 +154,8 @@ class RemoteScheduler(Recovery):
             vl=self.ctx.vl.kv_vl,
             attempt=req.attempt,
         )
+        if rng.stop:  # the tier's plan (docs/tier.md; all 0 with the tier off)
+            msg.tier_local, msg.tier_end, msg.tier_src = req.tier_local, req.tier_end, req.tier_src
         reply: node_pb2.ReadKvReply = await self._call(node, self.peers.node(node).ReadKv, msg)
         return reply
 
@@ -168,6 +184,9 @@ class RemoteScheduler(Recovery):
 
     # --- reports from the nodes -----------------------------------------------------------
     def on_report(self, rep: scheduler_pb2.Report) -> None:
+        if rep.kind == scheduler_pb2.REPORT_KIND_TIER:
+            self._tier_report(rep)
+            return
         req = self.inflight.get(rep.rid)
         if req is None or rep.attempt != req.attempt:
             return  # a turn (or an attempt of one) this scheduler no longer tracks
@@ -184,6 +203,20 @@ class RemoteScheduler(Recovery):
             exc = KvReadFailedError(rep.message or "request failed on a node")
             if not self._retry(req, exc):
                 self.fail_request(req, exc)
+
+    def _tier_report(self, rep: scheduler_pb2.Report) -> None:
+        """A node's tier changed for one session: the directory follows (node_tier.py)."""
+        tier = self.ctx.tier.tiers.get(rep.node) if self.ctx.tier is not None else None
+        if isinstance(tier, MirrorTier) and rep.node not in self.lost_nodes:
+            tier.set_run(int(rep.session), int(rep.tier_blocks))
+
+    def node_lost(self, name: str) -> None:
+        """Also forget what its DRAM tier held: a restarted node's tier starts empty (a
+        cache: every block in it was persisted too)."""
+        super().node_lost(name)
+        tier = self.ctx.tier.tiers.get(name) if self.ctx.tier is not None else None
+        if isinstance(tier, MirrorTier):
+            tier.clear()
 
     # --- one request fails, the scheduler goes on -------------------------------------------
     def contain(self, req: Request, exc: BaseException) -> bool:

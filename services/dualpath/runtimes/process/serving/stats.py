@@ -18,6 +18,7 @@ from dualpath.model.entities.metrics import Integrity, Metrics, RequestRecord
 from dualpath.model.entities.request import Request
 from dualpath.model.links import Link
 from dualpath.model.links.snapshot import restore, snapshot
+from dualpath.runtimes.process.serving.node_tier import restore as restore_tier
 from dualpath.runtimes.process.serving.prom import lag_summary
 
 
@@ -53,6 +54,8 @@ def base_stats(
             "attention_balance": m.attention_balance,
             "forwards": m.forwards,
             "decode_chunks": m.decode_chunks,
+            # where hit tokens came from (the scheduler counts them; docs/tier.md)
+            "tier": None if m.tier is None else {"tokens": m.tier.tokens, "bytes": m.tier.bytes},
         },
     }
 
@@ -66,6 +69,9 @@ def merge_into(cluster: Cluster, services: list[dict[str, Any]], t0: float) -> N
         for name, snap in s["links"].items():
             restore(links[name], snap, skip_s=t0)
         _merge_metrics(m, s["metrics"], t0)
+        tiers = cluster.prefill_ctx.tier
+        if tiers is not None and "tier" in s:  # a node's own DRAM tier (node_tier.py)
+            restore_tier(tiers.tiers[s["service"]], s["tier"])
 
 
 def _merge_metrics(m: Metrics, part: dict[str, Any], t0: float) -> None:
@@ -88,6 +94,10 @@ def _merge_metrics(m: Metrics, part: dict[str, Any], t0: float) -> None:
     m.attention_balance.extend((t - t0, r) for t, r in part["attention_balance"])
     m.forwards += part["forwards"]
     m.decode_chunks += part["decode_chunks"]
+    tier = part.get("tier")
+    if tier is not None and m.tier is not None:
+        for k, v in tier["tokens"].items():
+            m.tier.add(k, v, tier["bytes"][k])
 
 
 class Stages:

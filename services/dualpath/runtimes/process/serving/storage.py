@@ -80,6 +80,8 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
         self._emitted: dict[int, int] = {}  # owner -> the prefix its last event announced
         self.restored_blocks = 0
         self.writes = 0
+        self.reads = 0  # Read calls served, and their blocks
+        self.read_blocks = 0
         self.writes_refused = 0  # UNAVAILABLE: a gap did not fill, or Redis did not answer
 
     async def restore(self) -> None:
@@ -112,6 +114,8 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
             digest = self.store.read_digest(rng)
         except BlockMissing as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        self.reads += 1  # (a DRAM tier hit never gets here: docs/tier.md)
+        self.read_blocks += rng.nblocks
         size = payload.payload_size(request.nbytes, request.payload_scale)
         for piece in payload.chunks(digest, size):
             yield kv_pb2.BlockChunk(payload=piece)
@@ -245,6 +249,8 @@ class StorageShell(ServiceShell, kv_pb2_grpc.BlockStoreServicer):
             "restored_blocks": self.restored_blocks,
             "corrupted": len(self.store.corrupted),
             "writes": self.writes,
+            "reads": self.reads,
+            "read_blocks": self.read_blocks,
             "writes_refused": self.writes_refused,
             "index_commits": self.commits.rounds,
         }
