@@ -82,7 +82,7 @@ def test_a_hit_from_dram_is_read_faster_than_from_storage(
 
 
 def test_a_runtime_that_replaces_the_read_refuses_the_tier() -> None:
-    """The process runtime reads over RPC (its own read_kv): it has no tier, and says so
+    """The process runtime reads over RPC (its own start_read): it has no tier, and says so
     when its scheduler is built instead of running without it."""
     from dualpath.model.engines.scheduler import GlobalScheduler
     from dualpath.model.entities.request import Request
@@ -90,7 +90,7 @@ def test_a_runtime_that_replaces_the_read_refuses_the_tier() -> None:
     from dualpath.runtimes.virtual.sim import run_virtual_loop
 
     class ByRpc(GlobalScheduler):
-        async def read_kv(self, req: Request) -> None:
+        def start_read(self, req: Request) -> None:
             raise AssertionError("never called")
 
     async def build(clock: Any) -> None:

@@ -1,5 +1,6 @@
-"""A prefill or decode node process: its engines (the core's `PrefillUnit`/`DecodeUnit`) as
-asyncio tasks, its links and DRAM buffer, and the RPCs that reach them.
+"""A prefill or decode node process: its engines (the core's `PrefillUnit`/`DecodeUnit`,
+state machines driven by `RealClock.call_at` on this process's asyncio loop), its links and
+DRAM buffer, and the RPCs that reach them.
 
 An EP group spanning several nodes steps in lockstep per node here (each node process runs
 its own GPUs of the group together); see docs/services.md.
@@ -95,8 +96,6 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.peers = peers
         self.reports = ReportSender(peers, self.opts.rpc_timeout_s)
         self.reports.start()
-        for u in self.units:
-            self.spawn(u.run())
         self.working.set()
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
