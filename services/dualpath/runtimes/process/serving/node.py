@@ -96,7 +96,16 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.peers = peers
         self.reports = ReportSender(peers, self.opts.rpc_timeout_s)
         self.reports.start()
+        asyncio.get_running_loop().set_exception_handler(self._callback_failed)
         self.working.set()
+
+    def _callback_failed(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The engines step by clock callbacks, not tasks: one that raises stops the node,
+        as a failed engine task did (`fail`), besides being logged."""
+        loop.default_exception_handler(context)
+        exc = context.get("exception")
+        if isinstance(exc, Exception) and "handle" in context:
+            self.fail(exc)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run `coro` as this node's task: a failure of it stops the node (`fail`)."""
