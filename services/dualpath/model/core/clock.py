@@ -4,9 +4,10 @@ All model code (links, engines, scheduler, workload) reads time only through a `
 engines and the fabric use only `now()` and `call_at()` (they are state machines), so
 `dualpath sim` runs them on `VirtualCore` (model/core/virtual_core.py), a timer heap without
 asyncio. `VirtualClock` runs on `VirtualTimeLoop`, an asyncio loop that jumps straight to the
-next timer whenever nothing is runnable, for code that needs coroutines on virtual time. `RealClock` is for the process runtime: emulated
-seconds = wall seconds x dilation, read from `perf_counter` (uvloop's `loop.time()` ticks in
-whole milliseconds), with a lag meter that records how late the host woke us up.
+next timer whenever nothing is runnable, for code that needs coroutines on virtual time.
+`RealClock` is for the process runtime: emulated seconds = wall seconds x dilation, read from
+`perf_counter` (uvloop's `loop.time()` ticks in whole milliseconds), with a lag meter that
+records how late the host woke us up.
 """
 
 from __future__ import annotations
