@@ -29,9 +29,11 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 
-# Compiled together (mypyc resolves calls between them natively). Not the virtual loop: a
-# subclass of asyncio's loop can only be a non-native class, and that ran slower (native.md).
+# Compiled together (mypyc resolves calls between them natively): the virtual core with the
+# fabric and the engines it drives. Not the asyncio virtual loop: a subclass of asyncio's loop
+# can only be a non-native class, and that ran slower (native.md).
 MODULES = (
+    "dualpath.model.core.virtual_core",
     "dualpath.model.links.arbitration",
     "dualpath.model.links.stats",
     "dualpath.model.links.link",
@@ -54,6 +56,8 @@ MODULES = (
     "dualpath.model.engines.decode",
     "dualpath.model.engines.prefill",
     "dualpath.model.engines.scheduler",
+    "dualpath.model.engines.kv_read",
+    "dualpath.runtimes.virtual.agents",
     "dualpath.report.floor",
     "dualpath.report.breakdown",
 )

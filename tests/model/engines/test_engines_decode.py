@@ -4,26 +4,18 @@ their tokens; every block a turn fills is persisted, whole blocks only, before i
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from dualpath.model.blocks import BlockRange
 from dualpath.model.config.presets import resolve
-from dualpath.model.core.clock import VirtualClock
+from dualpath.model.core.virtual_core import VirtualCore
+from dualpath.model.engines.cluster import Cluster
 from dualpath.model.entities.request import EngineState, Request
-from dualpath.runtimes.virtual.sim import (
-    RequestIds,
-    make_workload,
-    run_agent,
-    run_virtual_loop,
-    running,
-    until_done_or_fatal,
-)
+from dualpath.runtimes.virtual.sim import run_offline
 
 
 def test_announced_token_times_match_the_requests_timings() -> None:
     sc = resolve("smoke", {"workload": {"agents": 4}}, [])
-    workload = make_workload(sc)
     planned: dict[int, dict[int, float]] = {}  # rid -> token index -> latest announced time
     reqs: dict[int, Request] = {}
     cuts = 0
@@ -37,17 +29,11 @@ def test_announced_token_times_match_the_requests_timings() -> None:
         for j in range(first, tokens + 1):
             times[j] = t_last - (tokens - j) * step
 
-    async def main(clock: VirtualClock) -> None:
-        async with running(sc, clock, workload) as cluster:
-            for unit in cluster.decode_units:
-                unit._on_progress = on_progress
-            ids = RequestIds()
-            agents = asyncio.gather(
-                *(run_agent(cluster, s, ids, lambda: None) for s in workload.scripts)
-            )
-            await until_done_or_fatal(cluster, agents)
+    def setup(cluster: Cluster) -> None:
+        for unit in cluster.decode_units:
+            unit._on_progress = on_progress
 
-    run_virtual_loop(main)
+    run_offline(sc, setup=setup)
     assert reqs and cuts > 0  # the scenario exercises re-announcement
     for rid, times in planned.items():
         req = reqs[rid]
@@ -60,43 +46,38 @@ def test_announced_token_times_match_the_requests_timings() -> None:
 
 def test_every_filled_block_is_persisted_before_the_turn_ends() -> None:
     sc = resolve("smoke", {"workload": {"agents": 4}}, [])
-    workload = make_workload(sc)
     ended: list[tuple[Request, int]] = []  # each turn with the blocks persisted by its end
     shipped: list[tuple[int, float, float]] = []  # (blocks, bytes, bytes of that many blocks)
 
-    async def main(clock: VirtualClock) -> None:
-        async with running(sc, clock, workload) as cluster:
-            for unit in cluster.decode_units:
-                ship, complete = unit.ship, unit._complete
+    def setup(cluster: Cluster) -> None:
+        for unit in cluster.decode_units:
+            ship, complete = unit.ship, unit._complete
 
-                def record_ship(
-                    ranges: list[BlockRange], nbytes: float, de: EngineState, ship: Any = ship
-                ) -> None:
-                    blocks = sum(r.nblocks for r in ranges)
-                    shipped.append(
-                        (blocks, nbytes, blocks * cluster.scheduler.ctx.full_block_bytes)
-                    )
-                    ship(ranges, nbytes, de)
+            def record_ship(
+                ranges: list[BlockRange], nbytes: float, de: EngineState, ship: Any = ship
+            ) -> None:
+                blocks = sum(r.nblocks for r in ranges)
+                shipped.append((blocks, nbytes, blocks * cluster.scheduler.ctx.full_block_bytes))
+                ship(ranges, nbytes, de)
 
-                def record_end(req: Request, complete: Any = complete) -> None:
-                    ended.append((req, req.persisted_blocks))
-                    complete(req)
+            def record_end(req: Request, complete: Any = complete) -> None:
+                ended.append((req, req.persisted_blocks))
+                complete(req)
 
-                unit.ship = record_ship  # type: ignore[method-assign]
-                unit._complete = record_end  # type: ignore[method-assign]
-            ids = RequestIds()
-            agents = asyncio.gather(
-                *(run_agent(cluster, s, ids, lambda: None) for s in workload.scripts)
-            )
-            await until_done_or_fatal(cluster, agents)
-            await clock.sleep(10.0)  # virtual time: the last turns' persists land
-            store = cluster.scheduler.ctx.store
-            for req, _ in ended:  # and the store holds them (a chain can only grow)
-                assert store.prefix_blocks(req.session) >= req.persisted_blocks, req.rid
+            unit.ship = record_ship  # type: ignore[method-assign]
+            unit._complete = record_end  # type: ignore[method-assign]
 
-    run_virtual_loop(main)
+    outcome = run_offline(sc, setup=setup)
+    cluster = outcome.cluster
+    core = cluster.clock
+    assert isinstance(core, VirtualCore)
+    core.call_at(core.now() + 10.0, core.stop)  # virtual time: the last turns' persists land
+    core.run()
+    store = cluster.scheduler.ctx.store
+    for req, _ in ended:  # and the store holds them (a chain can only grow)
+        assert store.prefix_blocks(req.session) >= req.persisted_blocks, req.rid
     bt = sc.engine.block_tokens
-    assert len(ended) == sum(len(s.turns) for s in workload.scripts)
+    assert len(ended) == sum(len(s.turns) for s in outcome.workload.scripts)
     for req, persisted in ended:  # the newest token has no KV yet: (prompt + gen - 1) tokens
         assert persisted == (req.prompt + req.gen - 1) // bt, (req.rid, req.prompt, req.gen)
     assert shipped and all(blocks > 0 and nbytes == want for blocks, nbytes, want in shipped)
@@ -107,19 +88,9 @@ def test_step_statistics_add_up_to_the_turns() -> None:
     are the prompt tokens prefilled plus every token generated, and the inter-token gaps are
     one per token after the first and add up to each turn's decode time."""
     sc = resolve("smoke", {"workload": {"agents": 4}}, [])
-    workload = make_workload(sc)
     metrics: list[Any] = []
 
-    async def main(clock: VirtualClock) -> None:
-        async with running(sc, clock, workload) as cluster:
-            ids = RequestIds()
-            agents = asyncio.gather(
-                *(run_agent(cluster, s, ids, lambda: None) for s in workload.scripts)
-            )
-            await until_done_or_fatal(cluster, agents)
-            metrics.append(cluster.metrics)
-
-    run_virtual_loop(main)
+    metrics.append(run_offline(sc).cluster.metrics)
     (m,) = metrics
     done = m.requests
     assert done and not m.failed
@@ -140,35 +111,26 @@ def test_running_batches_show_each_des_batch_while_it_decodes() -> None:
     the unit,
     in engine order, with its running requests and their context; empty once all ended."""
     sc = resolve("smoke", {"workload": {"agents": 4}}, [])
-    workload = make_workload(sc)
     seen: list[tuple[list[str], int, int]] = []  # (engine ids, running, context tokens)
     after: list[tuple[int, int]] = []
 
-    async def main(clock: VirtualClock) -> None:
-        async with running(sc, clock, workload) as cluster:
-            units = cluster.decode_units
+    def setup(cluster: Cluster) -> None:
+        units, clock = cluster.decode_units, cluster.clock
 
-            async def sample() -> None:
-                while True:
-                    for unit in units:
-                        views = unit.running_batches()
-                        n, ctx = sum(v.running for v in views), sum(v.context_tokens for v in views)
-                        seen.append(([v.engine_id for v in views], n, ctx))
-                    await clock.sleep(0.05)
+        def sample() -> None:
+            for unit in units:
+                views = unit.running_batches()
+                n, ctx = sum(v.running for v in views), sum(v.context_tokens for v in views)
+                seen.append(([v.engine_id for v in views], n, ctx))
+            clock.call_at(clock.now() + 0.05, sample)
 
-            sampler = asyncio.ensure_future(sample())
-            ids = RequestIds()
-            agents = asyncio.gather(
-                *(run_agent(cluster, s, ids, lambda: None) for s in workload.scripts)
-            )
-            await until_done_or_fatal(cluster, agents)
-            sampler.cancel()
-            engines = [[e.engine_id for e in unit.engines] for unit in units]
-            assert all(ids in engines for ids, _, _ in seen)
-            views = [v for unit in units for v in unit.running_batches()]
-            after.extend((v.running, v.context_tokens) for v in views)
+        sample()
 
-    run_virtual_loop(main)
+    units = run_offline(sc, setup=setup).cluster.decode_units
+    engines = [[e.engine_id for e in unit.engines] for unit in units]
+    assert all(ids in engines for ids, _, _ in seen)
+    views = [v for unit in units for v in unit.running_batches()]
+    after.extend((v.running, v.context_tokens) for v in views)
     assert max(n for _, n, _ in seen) >= 2  # batches of several requests were seen
     assert all(ctx >= n * 1000 for _, n, ctx in seen)  # every smoke prompt is >1K tokens
     assert after and set(after) == {(0, 0)}

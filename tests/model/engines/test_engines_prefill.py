@@ -5,7 +5,6 @@ to completion."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -13,16 +12,9 @@ from typing import Any
 import pytest
 
 from dualpath.model.config.presets import resolve
-from dualpath.model.core.clock import VirtualClock
+from dualpath.model.engines.cluster import Cluster
 from dualpath.model.entities.request import Request
-from dualpath.runtimes.virtual.sim import (
-    RequestIds,
-    make_workload,
-    run_agent,
-    run_virtual_loop,
-    running,
-    until_done_or_fatal,
-)
+from dualpath.runtimes.virtual.sim import run_offline
 
 Hook = Callable[[Request], None]
 
@@ -31,11 +23,12 @@ def _run(policy: str) -> tuple[list[tuple[str, int, float, float]], dict[str, An
     """Smoke with 4 agents; what each prefill unit reports: (event, rid, computed / prompt,
     t_first == now), and the run's integrity counters."""
     sc = resolve("smoke", {"workload": {"agents": 4}}, [f"policy.name={policy}"])
-    workload = make_workload(sc)
     seen: list[tuple[str, int, float, float]] = []
     hits: list[int] = []
 
-    async def main(clock: VirtualClock) -> dict[str, Any]:
+    def setup(cluster: Cluster) -> None:
+        clock = cluster.clock
+
         def recording(kind: str, hook: Hook) -> Hook:
             def record(req: Request) -> None:
                 seen.append((kind, req.rid, req.computed / req.prompt, req.t_first - clock.now()))
@@ -45,26 +38,20 @@ def _run(policy: str) -> tuple[list[tuple[str, int, float, float]], dict[str, An
 
             return record
 
-        async with running(sc, clock, workload) as cluster:
-            for unit in cluster.prefill_units:
-                unit._on_released = recording("released", unit._on_released)
-                unit._on_prefilled = recording("prefilled", unit._on_prefilled)
-            ids = RequestIds()
-            agents = asyncio.gather(
-                *(run_agent(cluster, s, ids, lambda: None) for s in workload.scripts)
-            )
-            await until_done_or_fatal(cluster, agents)
-            ctx = cluster.scheduler.ctx
-            integrity = dataclasses.asdict(ctx.metrics.integrity)
-            hit_bytes = sum(hits) * ctx.kv_token_layer * sum(ctx.layer_groups)
-            return {
-                **integrity,
-                "hit_bytes": hit_bytes,
-                "forwards": ctx.metrics.forwards,
-                "turns": sum(len(s.turns) for s in workload.scripts),
-            }
+        for unit in cluster.prefill_units:
+            unit._on_released = recording("released", unit._on_released)
+            unit._on_prefilled = recording("prefilled", unit._on_prefilled)
 
-    return seen, run_virtual_loop(main)
+    outcome = run_offline(sc, setup=setup)
+    ctx = outcome.cluster.scheduler.ctx
+    integrity = dataclasses.asdict(ctx.metrics.integrity)
+    hit_bytes = sum(hits) * ctx.kv_token_layer * sum(ctx.layer_groups)
+    return seen, {
+        **integrity,
+        "hit_bytes": hit_bytes,
+        "forwards": ctx.metrics.forwards,
+        "turns": sum(len(s.turns) for s in outcome.workload.scripts),
+    }
 
 
 @pytest.mark.parametrize("policy", ["dualpath", "basic"])

@@ -134,7 +134,7 @@ def test_process_runtime_refuses_split_reads() -> None:
     split reads: it says so when it is built, not in the middle of a run."""
 
     class OneNodeReads(GlobalScheduler):
-        async def read_kv(self, req: Request) -> None:
+        def start_read(self, req: Request) -> None:
             raise AssertionError("never reached")
 
     sc = resolve("smoke", {"policy": {"name": "dualpath-split"}}, [])

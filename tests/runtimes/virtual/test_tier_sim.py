@@ -82,7 +82,7 @@ def test_a_hit_from_dram_is_read_faster_than_from_storage(
 
 
 def test_a_runtime_that_replaces_the_read_refuses_the_tier() -> None:
-    """A runtime that reads over its own read_kv without declaring `reads_tier` (the
+    """A runtime that reads over its own start_read without declaring `reads_tier` (the
     process runtime's `RemoteScheduler` declares it) says so when its scheduler is built
     instead of running without the tier."""
     from dualpath.model.engines.scheduler import GlobalScheduler
@@ -91,7 +91,7 @@ def test_a_runtime_that_replaces_the_read_refuses_the_tier() -> None:
     from dualpath.runtimes.virtual.sim import run_virtual_loop
 
     class ByRpc(GlobalScheduler):
-        async def read_kv(self, req: Request) -> None:
+        def start_read(self, req: Request) -> None:
             raise AssertionError("never called")
 
     async def build(clock: Any) -> None:

@@ -1,11 +1,13 @@
 """Time for the model: one `Clock` seam, a virtual clock and a dilated real clock.
 
-All model code (links, engines, scheduler, workload) reads time only through a `Clock`.
-`VirtualClock` runs on `VirtualTimeLoop`, an asyncio loop that jumps straight to the next
-timer whenever nothing is runnable, so a whole cluster runs in one process much faster than
-real time and deterministically for a seed. `RealClock` is for the process runtime: emulated
-seconds = wall seconds x dilation, read from `perf_counter` (uvloop's `loop.time()` ticks in
-whole milliseconds), with a lag meter that records how late the host woke us up.
+All model code (links, engines, scheduler, workload) reads time only through a `Clock`; the
+engines and the fabric use only `now()` and `call_at()` (they are state machines), so
+`dualpath sim` runs them on `VirtualCore` (model/core/virtual_core.py), a timer heap without
+asyncio. `VirtualClock` runs on `VirtualTimeLoop`, an asyncio loop that jumps straight to the
+next timer whenever nothing is runnable, for code that needs coroutines on virtual time.
+`RealClock` is for the process runtime: emulated seconds = wall seconds x dilation, read from
+`perf_counter` (uvloop's `loop.time()` ticks in whole milliseconds), with a lag meter that
+records how late the host woke us up.
 """
 
 from __future__ import annotations

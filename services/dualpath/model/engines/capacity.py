@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import Callable
 
@@ -22,7 +23,8 @@ class CapacityPool:
         self.capacity = capacity
         self.used = 0.0
         self.peak = 0.0
-        self._waiters: deque[tuple[float, asyncio.Future[None]]] = deque()
+        # FIFO of (bytes, what to call once they are granted)
+        self._waiters: deque[tuple[float, Callable[[], None]]] = deque()
 
     @property
     def free(self) -> float:
@@ -34,16 +36,21 @@ class CapacityPool:
         self._take(nbytes)
         return True
 
+    def acquire_then(self, nbytes: float, then: Callable[[], None]) -> None:
+        """Take `nbytes`, then call `then`: at once if they are free (and nobody waits),
+        else from the `release` that frees them (FIFO). For state machines."""
+        self._check(nbytes)
+        if self.try_acquire(nbytes):
+            then()
+        else:
+            self._waiters.append((nbytes, then))
+
     async def acquire(self, nbytes: float) -> None:
-        if nbytes > self.capacity:
-            raise CapacityError(
-                f"{self.name}: one request needs {nbytes / 1e9:.2f} GB but the capacity is "
-                f"{self.capacity / 1e9:.2f} GB; raise the capacity or shorten max_len"
-            )
+        self._check(nbytes)
         if self.try_acquire(nbytes):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (nbytes, fut)
+        entry = (nbytes, functools.partial(fut.set_result, None))
         self._waiters.append(entry)
         try:
             await fut
@@ -57,6 +64,13 @@ class CapacityPool:
                 self._grant()  # the head may have changed: later waiters may fit now
             raise
 
+    def _check(self, nbytes: float) -> None:
+        if nbytes > self.capacity:
+            raise CapacityError(
+                f"{self.name}: one request needs {nbytes / 1e9:.2f} GB but the capacity is "
+                f"{self.capacity / 1e9:.2f} GB; raise the capacity or shorten max_len"
+            )
+
     def release(self, nbytes: float) -> None:
         self.used -= nbytes
         if self.used < -1e-6 * self.capacity:
@@ -66,9 +80,9 @@ class CapacityPool:
 
     def _grant(self) -> None:
         while self._waiters and self.used + self._waiters[0][0] <= self.capacity:
-            nbytes_w, fut = self._waiters.popleft()
+            nbytes_w, granted = self._waiters.popleft()
             self._take(nbytes_w)
-            fut.set_result(None)
+            granted()
 
     def _take(self, nbytes: float) -> None:
         self.used += nbytes
@@ -76,16 +90,17 @@ class CapacityPool:
 
 
 class Join:
-    """Counts outstanding callbacks; `wait()` returns once all have fired.
+    """Counts outstanding callbacks; `then(cb)` runs `cb` once all have fired.
 
     Cheaper than gathering one future per flow: flows call `done` as their on_done hook.
+    A state machine's next step, not a coroutine, waits on it (docs/engines.md).
     """
 
-    __slots__ = ("_fut", "_pending")
+    __slots__ = ("_pending", "_then")
 
     def __init__(self) -> None:
         self._pending = 0
-        self._fut: asyncio.Future[None] | None = None
+        self._then: Callable[[], None] | None = None
 
     def add(self) -> Callable[[], None]:
         self._pending += 1
@@ -93,11 +108,22 @@ class Join:
 
     def done(self) -> None:
         self._pending -= 1
-        if self._pending == 0 and self._fut is not None and not self._fut.done():
-            self._fut.set_result(None)
+        if self._pending == 0 and self._then is not None:
+            then, self._then = self._then, None
+            then()
+
+    def then(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once every added callback has fired: at once if none is left
+        (as awaiting a finished join did not yield), else from the last `done`."""
+        if self._pending == 0:
+            callback()
+        else:
+            self._then = callback
 
     async def wait(self) -> None:
+        """Awaitable `then` (the read path's coroutines, until they become callbacks)."""
         if self._pending == 0:
             return
-        self._fut = asyncio.get_running_loop().create_future()
-        await self._fut
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._then = lambda: fut.set_result(None)
+        await fut

@@ -16,13 +16,14 @@ their emulated step times. That is O(requests) per chunk, so only such runtimes 
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import heapq
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from dualpath.compiled import mypyc_attr
 from dualpath.model.blocks import BlockRange
+from dualpath.model.core.clock import TimerHandle
 from dualpath.model.engines.context import EngineContext, RequestHook
 from dualpath.model.entities.request import EngineState, Request
 from dualpath.model.links import Link
@@ -73,7 +74,15 @@ class DecodeUnit:
         self._joining: list[Request] = []
         self._fresh: list[Request] = []  # joined at the start of the current chunk
         self._next_flush = ctx.engine.decode_chunk_steps
-        self._wake: asyncio.Future[None] | None = None
+        self._busy = False  # a chunk runs, or the next one is due at this instant
+        # The chunk in flight: its start, step time, steps, per-engine figures, its timer
+        # (at its end, or at the step boundary a join cut it to) and whether it was cut.
+        self._t0 = 0.0
+        self._step_s = 0.0
+        self._k = 0
+        self._per_engine: list[tuple[str, float, float]] = []
+        self._timer: TimerHandle | None = None
+        self._cut = False
         self._on_done = on_done
         self._on_progress = on_progress
         self._topk = ctx.roofline.attended(1 << 40)
@@ -111,16 +120,57 @@ class DecodeUnit:
         self._joining.append(req)
         self._wake_up()
 
-    # --- the step loop ------------------------------------------------------------------
-    async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            self._admit()
-            if not self._finish:
-                self._wake = loop.create_future()
-                await self._wake
-                continue
-            await self._chunk(loop)
+    # --- the step loop: a state machine on the clock's timers -----------------------------
+    def _wake_up(self) -> None:
+        """Something joined: an idle unit starts a chunk at the next event of this instant;
+        a running chunk is cut at its next step boundary (so no token is delayed)."""
+        clock = self.ctx.clock
+        if not self._busy:
+            self._busy = True
+            clock.call_at(clock.now(), self._next_chunk)
+            return
+        if self._timer is None or self._cut:
+            return  # the next chunk is due now anyway, or this one is already cut
+        now, t0, step = clock.now(), self._t0, self._step_s
+        self._timer.cancel()
+        self._cut = True
+        if now < t0 + self._k * step - 1e-12:
+            steps = min(self._k, int((now - t0) / step) + 1)
+            self._timer = clock.call_at(t0 + steps * step, functools.partial(self._ended, steps))
+        else:  # the join came at the chunk's last boundary: the chunk is over
+            self._timer = None
+            self._ended(self._k)
+
+    def _next_chunk(self) -> None:
+        self._admit()
+        if not self._finish:
+            self._busy = False
+            return
+        ctx = self.ctx
+        k = min(ctx.engine.decode_chunk_steps, self._finish[0][0] - self.step)
+        k = max(1, min(k, self._next_flush - self.step))
+        step, per_engine = self._step_time(k)
+        t0 = ctx.clock.now()
+        if self._on_progress is not None:
+            self._announce(self._on_progress, t0, step, k)
+        self._t0, self._step_s, self._k, self._per_engine = t0, step, k, per_engine
+        self._cut = False
+        self._timer = ctx.clock.call_at(t0 + k * step, self._full)
+
+    def _full(self) -> None:
+        self._ended(self._k)
+
+    def _ended(self, steps: int) -> None:
+        """The chunk's `steps` steps are done: account them, then the next chunk."""
+        self._timer = None
+        ctx = self.ctx
+        ctx.metrics.decode_chunks += 1
+        for eid, t, a2a_bytes in self._per_engine:
+            ctx.metrics.add_busy(eid, t * steps)
+            self._batches[eid].a2a_pending += a2a_bytes * steps
+        self._record_steps(self._t0, self._step_s, steps)
+        self._advance(self._t0, self._step_s, steps)
+        self._next_chunk()
 
     def _admit(self) -> None:
         for req in self._joining:
@@ -135,29 +185,6 @@ class DecodeUnit:
             heapq.heappush(self._finish, (self.step + req.gen - 1, req.rid, req))
         self._fresh = self._joining
         self._joining = []
-
-    async def _chunk(self, loop: asyncio.AbstractEventLoop) -> None:
-        ctx = self.ctx
-        k = min(ctx.engine.decode_chunk_steps, self._finish[0][0] - self.step)
-        k = max(1, min(k, self._next_flush - self.step))
-        step, per_engine = self._step_time(k)
-        t0 = ctx.clock.now()
-        if self._on_progress is not None:
-            self._announce(self._on_progress, t0, step, k)
-        self._wake = loop.create_future()
-        timer = ctx.clock.call_at(t0 + k * step, self._wake_up)
-        await self._wake
-        steps = k
-        if ctx.clock.now() < t0 + k * step - 1e-12:  # a request joined: cut the chunk
-            timer.cancel()
-            steps = min(k, int((ctx.clock.now() - t0) / step) + 1)
-            await ctx.clock.sleep_until(t0 + steps * step)
-        ctx.metrics.decode_chunks += 1
-        for eid, t, a2a_bytes in per_engine:
-            ctx.metrics.add_busy(eid, t * steps)
-            self._batches[eid].a2a_pending += a2a_bytes * steps
-        self._record_steps(t0, step, steps)
-        self._advance(t0, step, steps)
 
     def _record_steps(self, t0: float, step: float, steps: int) -> None:
         """vLLM's per-step figures: each step of an engine makes one token per request in
@@ -191,10 +218,6 @@ class DecodeUnit:
                 end = min(req.gen, done + k)
                 if end > done:
                     hook(req, end, end - done, t0 + (end - done) * step, step)
-
-    def _wake_up(self) -> None:
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
 
     def _step_time(self, k: int) -> tuple[float, list[tuple[str, float, float]]]:
         """Lockstep: the slowest GPU sets the step (its compute, or its all-to-all)."""
@@ -327,5 +350,6 @@ class DecodeUnit:
     def _complete(self, req: Request) -> None:
         release_decode(req)
         self.ctx.metrics.finish(req)
-        req.done.set_result(None)
+        if req.done is not None:
+            req.done.set_result(None)
         self._on_done(req)

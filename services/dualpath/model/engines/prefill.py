@@ -9,7 +9,7 @@ only) get one unit per GPU.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections import deque
 from collections.abc import Sequence
 
@@ -22,6 +22,11 @@ Batches = dict[str, list[BatchItem]]
 
 
 class PrefillUnit:
+    """A state machine on the clock's timers: idle, or in one forward that advances by
+    callbacks (a layer group's loads are in, its compute is over, the all-to-all has
+    moved). No task and no coroutine per step, so both runtimes drive the same code:
+    the virtual core and the process runtime's asyncio loop (docs/engines.md)."""
+
     def __init__(
         self,
         ctx: EngineContext,
@@ -34,24 +39,36 @@ class PrefillUnit:
         self.ready: dict[str, deque[Request]] = {e.engine_id: deque() for e in engines}
         self._on_prefilled = on_prefilled
         self._on_released = on_released
-        self._wake: asyncio.Future[None] | None = None
+        self._busy = False  # a forward runs, or the next batch is due at this instant
         self.running: dict[str, int] = {}  # engine_id -> requests in its current forward
+        # The forward in flight: its batches, the joins it waits on, and its pipeline.
+        self._batches: Batches = {}
+        self._a2a = Join()
+        self._outputs = Join()
+        self._loads = Join()
+        self._group = 0  # index of the layer group whose loads `_loads` counts
+        self._first = 0  # first layer of that group
+        self._ls = 0.0  # when that group's loads started
+        self._t_start = 0.0
+        self._end = 0.0  # pipeline end: the last layer group's compute ends here
+        self._compute = 0.0  # roofline compute of the forward's layer steps (TTFT breakdown)
 
     def enqueue(self, req: Request) -> None:
         """A request whose hit KV is in a DRAM buffer joins its PE's FIFO."""
         assert req.pe is not None
         self.ready[req.pe.engine_id].append(req)
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
+        if not self._busy:  # idle: form a batch at the next event of this instant
+            self._busy = True
+            clock = self.ctx.clock
+            clock.call_at(clock.now(), self._next_forward)
 
-    async def run(self) -> None:
-        while True:
-            batches = self._form_batches()
-            if not batches:
-                self._wake = self.ctx.clock.create_future()
-                await self._wake
-                continue
-            await self._forward(batches)
+    def _next_forward(self) -> None:
+        batches = self._form_batches()
+        if not batches:
+            self._busy = False
+            return
+        self._busy = True
+        self._begin(batches)
 
     def _form_batches(self) -> Batches:
         ctx = self.ctx
@@ -66,56 +83,75 @@ class PrefillUnit:
                 out[e.engine_id] = batch
         return out
 
-    async def _forward(self, batches: Batches) -> None:
-        """Layerwise pipeline: loads stream back to back, layer l computes once its KV is
-        in HBM and layer l-1 is done, and each layer's KV then streams to the DE buffer.
-
-        A step of g layers is exact for that pipeline when the load rate is steady within
-        the step: with its load running over [ls, le] (per layer d = (le - ls)/g) and its
-        compute taking g*c, the step's last layer ends at
-        max(prev_end + g*c, ls + d + g*c, le + c) — the first and last layers bound it.
-        """
+    # --- one forward: a layerwise pipeline ------------------------------------------------
+    # Loads stream back to back, layer l computes once its KV is in HBM and layer l-1 is
+    # done, and each layer's KV then streams to the DE buffer. A step of g layers is exact
+    # for that pipeline when the load rate is steady within the step: with its load running
+    # over [ls, le] (per layer d = (le - ls)/g) and its compute taking g*c, the step's last
+    # layer ends at max(prev_end + g*c, ls + d + g*c, le + c): the first and last layers
+    # bound it.
+    def _begin(self, batches: Batches) -> None:
         ctx = self.ctx
-        clock = ctx.clock
+        now = ctx.clock.now()
         self._record_attention(batches)
         self.running = {eid: len(batch) for eid, batch in batches.items()}
         for batch in batches.values():
             for item in batch:
                 if item.request.t_sched < 0:  # queued until its first forward (vLLM's sense)
-                    item.request.t_sched = clock.now()
-        a2a = self._start_a2a(batches)
-        outputs = Join()
-        pipeline_end = t_start = clock.now()
-        busy = 0.0  # roofline compute of the forward's layer steps (TTFT breakdown)
-        nxt, ls = self._start_loads(batches, 0), clock.now()
-        groups = ctx.layer_groups
-        first = 0
-        for k, nl in enumerate(groups):
-            await nxt.wait()
-            le = clock.now()
-            cur_ls = ls
-            if k + 1 < len(groups):
-                nxt, ls = self._start_loads(batches, k + 1), le
-            compute = self._compute_time(batches, first, nl)
-            busy += compute
-            first += nl
-            if ctx.policy.layerwise:
-                d = (le - cur_ls) / nl
-                pipeline_end = max(pipeline_end + compute, cur_ls + d + compute, le + compute / nl)
-            else:  # Basic: the whole prompt's KV must be in HBM before the forward starts
-                pipeline_end = max(pipeline_end, le) + compute
-            await clock.sleep_until(pipeline_end)
-            self._start_outputs(batches, nl, outputs)
+                    item.request.t_sched = now
+        self._batches = batches
+        self._a2a = self._start_a2a(batches)
+        self._outputs = Join()
+        self._end = self._t_start = self._ls = now
+        self._compute = 0.0
+        self._group = self._first = 0
+        self._loads = self._start_loads(batches, 0)
+        self._loads.then(self._loaded)
+
+    def _loaded(self) -> None:
+        """Layer group k's KV is in HBM: its compute ends at the pipeline's bound."""
+        ctx = self.ctx
+        clock = ctx.clock
+        le = clock.now()
+        k, cur_ls = self._group, self._ls
+        nl = ctx.layer_groups[k]
+        if k + 1 < len(ctx.layer_groups):  # the next group's loads stream meanwhile
+            self._loads, self._ls = self._start_loads(self._batches, k + 1), le
+        compute = self._compute_time(self._batches, self._first, nl)
+        self._compute += compute
+        self._first += nl
+        if ctx.policy.layerwise:
+            d = (le - cur_ls) / nl
+            self._end = max(self._end + compute, cur_ls + d + compute, le + compute / nl)
+        else:  # Basic: the whole prompt's KV must be in HBM before the forward starts
+            self._end = max(self._end, le) + compute
+        clock.call_at(self._end, self._computed)
+
+    def _computed(self) -> None:
+        """Layer group k computed: its KV streams toward the DE buffer."""
+        ctx = self.ctx
+        k = self._group
+        self._start_outputs(self._batches, ctx.layer_groups[k], self._outputs)
+        self._group = k + 1
+        if self._group < len(ctx.layer_groups):
+            self._loads.then(self._loaded)
+        else:  # the forward ends when its expert all-to-all has moved too
+            self._a2a.then(self._ended)
+
+    def _ended(self) -> None:
+        ctx = self.ctx
         # whatever of the pipeline is not compute was spent waiting for KV loads
-        stall = max(0.0, pipeline_end - t_start - busy)
-        await a2a.wait()  # the forward ends when its expert all-to-all has moved too
+        stall = max(0.0, self._end - self._t_start - self._compute)
         ctx.metrics.forwards += 1
-        spent = clock.now() - t_start
+        spent = ctx.clock.now() - self._t_start
+        batches = self._batches
         for batch in batches.values():
             for item in batch:
                 item.request.forward_s += spent
                 item.request.load_wait_s += stall
-        self._finish_forward(batches, outputs)
+        self._batches = {}
+        self._finish_forward(batches, self._outputs)
+        self._next_forward()
 
     def _start_a2a(self, batches: Batches) -> Join:
         """Expert all-to-all of the whole forward on the high-priority VL, one flow per CNIC
@@ -214,11 +250,10 @@ class PrefillUnit:
                     completed.append(req)
                     self._on_released(req)
             self.ctx.metrics.steps_of(eid).iteration_tokens.add(tokens)
-        if completed:
-            self.ctx.clock.create_task(self._deliver(outputs, completed))
+        if completed:  # handed over once their layers' KV is in the DE buffer
+            outputs.then(functools.partial(self._deliver, completed))
 
-    async def _deliver(self, outputs: Join, completed: list[Request]) -> None:
-        await outputs.wait()
+    def _deliver(self, completed: list[Request]) -> None:
         for req in completed:
             self._on_prefilled(req)
 

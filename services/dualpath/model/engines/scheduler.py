@@ -9,7 +9,7 @@ is the same at a fraction of the events. `"periodic"` polls every interval regar
 
 The process runtime extends it (runtimes/process/serving/remote_scheduler.py,
 runtimes/process/serving/recovery.py) through
-public names only: the seams `read_kv` and `contain` it overrides, and `down`,
+public names only: the seams `start_read` and `contain` it overrides, and `down`,
 `live_engines`, `spawn` and `storage_target` it uses (docs/architecture.md, "Seams").
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from dualpath.compiled import mypyc_attr
@@ -27,9 +27,10 @@ from dualpath.model.engines.capacity import CapacityError
 from dualpath.model.engines.context import EngineContext
 from dualpath.model.engines.decode import DecodeUnit
 from dualpath.model.engines.fetches import GroupFetches
+from dualpath.model.engines.kv_read import KvRead
 from dualpath.model.engines.prefill import PrefillUnit
-from dualpath.model.engines.split_read import read_split, whole_blocks
-from dualpath.model.engines.tier_read import after_read, plan_tier, read_tiered, storage_tokens
+from dualpath.model.engines.split_read import whole_blocks
+from dualpath.model.engines.tier_read import plan_tier
 from dualpath.model.entities.queue import TokenQueue
 from dualpath.model.entities.request import EngineState, NodeState, ReadPath, Request
 from dualpath.model.policies.base import release_prefill
@@ -55,21 +56,23 @@ class GlobalScheduler:
         self.fetches = GroupFetches(
             ctx.clock, ctx.engine, self.pe_groups, len(de_groups), self._fetch
         )
-        self.fatal: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._fatal: asyncio.Future[None] | None = None
         # Nodes not to place on (lost: no heartbeat). Empty in a healthy run, so the
         # placement below takes its fast path and is exactly the paper's rules.
         self.down: set[str] = set()
+        # Told of every turn whose last token is out (the virtual runtime's agents).
+        self.finished: Callable[[Request], None] | None = None
         if getattr(ctx.policy, "splits_reads", False):  # model/policies/split.py
-            # Only this class's read_kv runs a split read as two flows; a runtime that
+            # Only this class's start_read runs a split read as two flows; a runtime that
             # replaces the seam (processes: one ReadKv on one node) refuses it at start.
-            if type(self).read_kv is not GlobalScheduler.read_kv:
+            if type(self).start_read is not GlobalScheduler.start_read:
                 raise ValueError(
                     f"policy.name={ctx.policy.name}: split reads run on virtual time only "
                     "(dualpath sim, dualpath experiment); choose another policy here"
                 )
             ctx.metrics.read_path.setdefault(ReadPath.SPLIT.value, 0)
         # A runtime that replaces the read seam says it reads the tier (`reads_tier`).
-        replaced = type(self).read_kv is not GlobalScheduler.read_kv
+        replaced = type(self).start_read is not GlobalScheduler.start_read
         if ctx.tier is not None and (
             (replaced and not getattr(self, "reads_tier", False))
             or getattr(ctx.policy, "splits_reads", False)
@@ -78,12 +81,20 @@ class GlobalScheduler:
                 "tier.dram_bytes_per_node: this runtime does not read the DRAM tier, and no "
                 "runtime does with split reads; set it to 0 here"
             )
-        if ctx.de_buffer_after_pe_read and type(self).read_kv is not GlobalScheduler.read_kv:
+        if ctx.de_buffer_after_pe_read and type(self).start_read is not GlobalScheduler.start_read:
             raise ValueError(
                 "fidelity.de_buffer_for_pe_reads=after-read runs on virtual time only (dualpath "
                 "sim, dualpath experiment); use before-read here"
             )
         self.fetches.start()
+
+    @property
+    def fatal(self) -> asyncio.Future[None]:
+        """Set to the first failure of a `spawn`ed task (made on first use, so a scheduler
+        on a clock without asyncio, the virtual core, needs no loop)."""
+        if self._fatal is None:
+            self._fatal = asyncio.get_running_loop().create_future()
+        return self._fatal
 
     def stop(self) -> None:
         """Stop the periodic polls (nothing else keeps running on its own)."""
@@ -124,6 +135,8 @@ class GlobalScheduler:
     def on_decoded(self, req: Request) -> None:
         assert req.de is not None
         self.fetches.kick("de", [req.de.group])
+        if self.finished is not None:
+            self.finished(req)
 
     # --- fetches (their timing: model/engines/fetches.py) -------------------------------------
     def _fetch(self, side: str, g: int) -> None:
@@ -177,7 +190,7 @@ class GlobalScheduler:
             req.hbm_bytes = float(req.length * self.ctx.kv_token)
             if de.free_hbm < -1e-6:
                 raise RuntimeError(f"policy over-committed HBM on {de.engine_id}")
-            self.spawn(self.read_kv(req), req)
+            self.start_read(req)
 
     def spawn(self, coro: Coroutine[Any, Any, None], req: Request | None = None) -> None:
         """Run `coro` as the scheduler's task: a failure of it ends the run (`fatal`) unless
@@ -203,50 +216,13 @@ class GlobalScheduler:
         return False
 
     # --- the KV read ----------------------------------------------------------------------
-    async def read_kv(self, req: Request) -> None:
+    def start_read(self, req: Request) -> None:
         """Seam: read a placed request's hit KV into a DRAM buffer, then hand it to its PE.
-        Here: on this process's fabric and store. The process runtime overrides it with
-        RPCs to the reading node (runtimes/process/serving/remote_scheduler.py); both plan the read
-        and
-        account its outcome with the methods below, so the rules live once."""
-        ctx = self.ctx
-        pe, de = req.pe, req.de
-        assert pe is not None and de is not None
-        node, hit_blocks, nbytes = self.plan_read(req, ctx.store.prefix_blocks(req.session))
-        if req.path is ReadPath.SPLIT:
-            await read_split(ctx, req, hit_blocks, self.storage_target)
-            self._verify_read(req, hit_blocks, nbytes)
-            self.pe_unit[pe.engine_id].enqueue(req)
-            return
-        # The read is in its node's read queue from the moment its side is chosen, also
-        # while it waits for DRAM buffer space (as in the process runtime). Counted only
-        # once the buffer was granted, every read waiting for a full buffer was invisible
-        # to the next path choices, which all picked the other side: the reads herded onto
-        # one SNIC at a time (docs/scheduling.md, "read_q").
-        queued = storage_tokens(req, ctx.engine.block_tokens)  # = hit without the tier
-        node.read_q += queued
-        pe_read = req.path is ReadPath.PE and req.hit > 0
-        # A PE-path read lands in the PE buffer; its DE space is needed from prefill on.
-        de_later = pe_read and ctx.de_buffer_after_pe_read
-        if not de_later:
-            await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
-        if pe_read:
-            await ctx.hw.node_of(pe).buffer.acquire(req.hit * ctx.kv_token)
-        req.t_read_start = ctx.clock.now()
-        if ctx.tier is not None:
-            await read_tiered(ctx, req, node, hit_blocks, self.storage_target)
-        elif nbytes > 0:
-            done = ctx.clock.create_future()
-            hops = ctx.hw.storage_read_hops(node, self.storage_target(req, hit_blocks))
-            ctx.move(nbytes, hops, ctx.vl.kv_vl, lambda: done.set_result(None))
-            await done
-        node.read_q -= queued
-        req.t_read_done = ctx.clock.now()
-        self._verify_read(req, hit_blocks, nbytes)
-        after_read(ctx, req, node, hit_blocks)
-        if de_later:  # counted in the TTFT breakdown's prefill_wait
-            await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
-        self.pe_unit[pe.engine_id].enqueue(req)
+        Here: on this process's fabric and store, as callbacks (model/engines/kv_read.py).
+        The process runtime overrides it with RPCs to the reading node
+        (runtimes/process/serving/remote_scheduler.py); both plan the read and account its
+        outcome with the methods below, so the rules live once."""
+        KvRead(self, req).start()
 
     def plan_read(self, req: Request, stored_blocks: int) -> tuple[NodeState, int, float]:
         """Decide what a placed request reads and where (the paper's rules): the hit is the
@@ -288,7 +264,7 @@ class GlobalScheduler:
         n = len(self.ctx.hw.targets)
         return self.ctx.chains.target_of(req.session, hit_blocks - 1, n) if n else 0
 
-    def _verify_read(self, req: Request, hit_blocks: int, nbytes: float) -> None:
+    def verify_read(self, req: Request, hit_blocks: int, nbytes: float) -> None:
         """Every block is checked where it is consumed; a bad block fails the run loudly."""
         try:
             if hit_blocks:

@@ -25,11 +25,16 @@ def whole_blocks(req: Request, hit_blocks: int, block_tokens: int) -> ReadPath:
     return ReadPath.DE if pe_blocks <= 0 else ReadPath.PE
 
 
-async def read_split(
-    ctx: EngineContext, req: Request, hit_blocks: int, target: Callable[[Request, int], int]
+def read_split(
+    ctx: EngineContext,
+    req: Request,
+    hit_blocks: int,
+    target: Callable[[Request, int], int],
+    then: Callable[[], None],
 ) -> None:
-    """Two concurrent flows, each side's read_q holding its part until that part is in.
-    `target(req, end_block)`: the storage target serving the part that ends there."""
+    """Two concurrent flows, each side's read_q holding its part until that part is in;
+    `then()` once both are. `target(req, end_block)`: the storage target serving the part
+    that ends there."""
     pe, de = req.pe, req.de
     assert pe is not None and de is not None
     pe_blocks = req.pe_part // ctx.engine.block_tokens
@@ -37,18 +42,26 @@ async def read_split(
         (pe.node, req.pe_part, 0, pe_blocks),
         (de.node, req.hit - req.pe_part, pe_blocks, hit_blocks),
     )
-    for node, tokens, _, _ in parts:  # queued while waiting for buffers (as read_kv)
+    for node, tokens, _, _ in parts:  # queued while waiting for buffers (as a KvRead)
         node.read_q += tokens
-    await ctx.hw.node_of(de).buffer.acquire(req.buffer_bytes)
-    await ctx.hw.node_of(pe).buffer.acquire(req.pe_part * ctx.kv_token)
-    req.t_read_start = ctx.clock.now()
-    join = Join()
-    for node, tokens, first, end in parts:
-        hops = ctx.hw.storage_read_hops(node, target(req, end))
-        on_done = functools.partial(_part_read, node, tokens, join.add())
-        ctx.move((end - first) * ctx.full_block_bytes, hops, ctx.vl.kv_vl, on_done)
-    await join.wait()
-    req.t_read_done = ctx.clock.now()
+
+    def start() -> None:
+        req.t_read_start = ctx.clock.now()
+        join = Join()
+        for node, tokens, first, end in parts:
+            hops = ctx.hw.storage_read_hops(node, target(req, end))
+            on_done = functools.partial(_part_read, node, tokens, join.add())
+            ctx.move((end - first) * ctx.full_block_bytes, hops, ctx.vl.kv_vl, on_done)
+        join.then(done)
+
+    def done() -> None:
+        req.t_read_done = ctx.clock.now()
+        then()
+
+    pe_buffer = ctx.hw.node_of(pe).buffer
+    ctx.hw.node_of(de).buffer.acquire_then(
+        req.buffer_bytes, lambda: pe_buffer.acquire_then(req.pe_part * ctx.kv_token, start)
+    )
 
 
 def _part_read(node: NodeState, tokens: int, done: Callable[[], None]) -> None:

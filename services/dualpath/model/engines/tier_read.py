@@ -32,15 +32,16 @@ def storage_tokens(req: Request, block_tokens: int) -> int:
     return req.hit - req.tier_end * block_tokens
 
 
-async def read_tiered(
+def read_tiered(
     ctx: EngineContext,
     req: Request,
     node: NodeState,
     hit_blocks: int,
     target: Callable[[Request, int], int],
+    then: Callable[[], None],
 ) -> None:
-    """The storage part and the remote-DRAM part, concurrently. `target(req, end_block)`:
-    the storage target serving the part that ends there."""
+    """The storage part and the remote-DRAM part, concurrently; `then()` once both are in.
+    `target(req, end_block)`: the storage target serving the part that ends there."""
     join = Join()
     fbb = ctx.full_block_bytes
     if hit_blocks > req.tier_end:
@@ -50,7 +51,7 @@ async def read_tiered(
         src = ctx.hw.nodes[req.tier_src].state
         hops = ctx.hw.tier_remote_hops(src, node, req.session)
         ctx.move((req.tier_end - req.tier_local) * fbb, hops, ctx.vl.kv_vl, join.add())
-    await join.wait()
+    join.then(then)
 
 
 def after_read(ctx: EngineContext, req: Request, node: NodeState, hit_blocks: int) -> None:

@@ -27,7 +27,9 @@ class Request:
     prompt: int
     gen: int
     arrival: float
-    done: asyncio.Future[None]
+    # Resolved when its last token is out, for a runtime that awaits turns (the process
+    # runtime's front door); None where the turn's end is a callback (the virtual core).
+    done: asyncio.Future[None] | None = None
     hit: int = 0  # tokens actually found in the store when the read starts
     pe: EngineState | None = None
     de: EngineState | None = None

@@ -9,26 +9,18 @@ block read is also consumed and the integrity checks stay exact), and the report
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 
 from dualpath.model.config.settings import Scenario
-from dualpath.model.core.clock import VirtualClock
+from dualpath.model.core.collector import sparse_collection
+from dualpath.model.core.virtual_core import VirtualCore
 from dualpath.model.engines.cluster import Cluster
 from dualpath.model.workload import online_arrivals
-from dualpath.model.workload.script import AgentScript, Workload
+from dualpath.model.workload.script import AgentScript
 from dualpath.report.online import StopRule, Window, decide, online_section
-from dualpath.runtimes.virtual.sim import (
-    Progress,
-    RequestIds,
-    SimOutcome,
-    make_workload,
-    run_agent,
-    run_virtual_loop,
-    running,
-    until_done_or_fatal,
-)
+from dualpath.runtimes.virtual.agents import Agent, Turns
+from dualpath.runtimes.virtual.sim import Progress, SimOutcome, make_workload, start_cluster
 
 
 def stop_rule(sc: Scenario) -> StopRule:
@@ -49,18 +41,32 @@ def agents_needed(sc: Scenario) -> int:
 
 
 class _Session:
-    """The run's mutable state: arrivals, the window, and the stop decision."""
+    """The run's driver and state: arrivals, the window checks, the stop decision, and the
+    agents still running. Each step is a callback at its time on the core."""
 
-    def __init__(self, cluster: Cluster, rule: StopRule) -> None:
-        self.cluster = cluster
-        self.rule = rule
+    def __init__(
+        self,
+        core: VirtualCore,
+        cluster: Cluster,
+        rule: StopRule,
+        sc: Scenario,
+        scripts: tuple[AgentScript, ...],
+        progress: Progress | None,
+    ) -> None:
+        self.core, self.cluster, self.rule, self.progress = core, cluster, rule, progress
+        self.o = sc.online
         self.window = Window()
         self.fed = 0
         self.reason: str | None = None
         self.stop_time = 0.0
         self.arrived = 0
         self.finished = 0
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.turns = Turns(cluster, lambda: None)
+        self._arrivals = iter(
+            zip(online_arrivals(self.o.aps, len(scripts), sc.seed), scripts, strict=True)
+        )
+        self._t_next, self._script = next(self._arrivals)
+        self._next_check = self.o.check_interval_s
 
     def keep_going(self) -> bool:
         return self.reason is None
@@ -74,59 +80,50 @@ class _Session:
         if self.reason is not None:
             self.stop_time = now
 
+    def next_event(self) -> None:
+        """An arrival due by the next check comes first (also one at the check's time);
+        once the rule says stop, nobody arrives and the run ends with the last agent."""
+        if self.reason is not None:
+            if self.finished == self.arrived:  # drained: the turns in flight finished
+                self.core.stop()
+        elif self._t_next <= self._next_check:
+            self.core.call_at(self._t_next, self._arrive)
+        else:
+            self.core.call_at(self._next_check, self._check)
 
-async def _agent(s: _Session, script: AgentScript, ids: RequestIds) -> None:
-    await run_agent(s.cluster, script, ids, lambda: None, keep_going=s.keep_going)
-    s.finished += 1
+    def _arrive(self) -> None:
+        agent = Agent(self.turns, self._script, self._agent_ended, keep_going=self.keep_going)
+        self.arrived += 1
+        self._t_next, self._script = next(self._arrivals, (math.inf, self._script))
+        agent.start()
+        self.next_event()
 
+    def _check(self) -> None:
+        t = self._next_check
+        self.check(t)
+        if self.progress is not None:
+            self.progress(int(t), int(self.o.max_duration_s))
+        self._next_check += self.o.check_interval_s
+        self.next_event()
 
-async def _drive(
-    s: _Session, sc: Scenario, scripts: tuple[AgentScript, ...], progress: Progress | None
-) -> None:
-    clock, o = s.cluster.clock, sc.online
-    ids = RequestIds()
-    arrivals = iter(zip(online_arrivals(o.aps, len(scripts), sc.seed), scripts, strict=True))
-    t_next, script = next(arrivals)
-    next_check = o.check_interval_s
-    while s.reason is None:
-        if t_next <= next_check:
-            await clock.sleep_until(t_next)
-            task = asyncio.get_running_loop().create_task(_agent(s, script, ids))
-            s.tasks.add(task)
-            task.add_done_callback(s.tasks.discard)
-            s.arrived += 1
-            t_next, script = next(arrivals, (math.inf, script))
-            continue
-        await clock.sleep_until(next_check)
-        s.check(next_check)
-        if progress is not None:
-            progress(int(next_check), int(o.max_duration_s))
-        next_check += o.check_interval_s
-    if s.tasks:  # drain: the turns in flight finish, nobody starts a new one
-        await asyncio.gather(*s.tasks)
-
-
-async def _online(
-    clock: VirtualClock, sc: Scenario, workload: Workload, progress: Progress | None
-) -> tuple[Cluster, _Session]:
-    async with running(sc, clock, workload) as cluster:
-        session = _Session(cluster, stop_rule(sc))
-        drive = asyncio.ensure_future(_drive(session, sc, workload.scripts, progress))
-        try:
-            await until_done_or_fatal(cluster, drive)
-        finally:
-            for task in list(session.tasks):
-                task.cancel()
-            await asyncio.gather(*session.tasks, return_exceptions=True)
-        return cluster, session
+    def _agent_ended(self) -> None:
+        self.finished += 1
+        if self.reason is not None and self.finished == self.arrived:
+            self.core.stop()
 
 
 def run_online(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
     """Serve Poisson-arriving agents until the stop rule fires; latencies of the last window."""
     workload = make_workload(sc, agents_needed(sc))
     t0 = time.perf_counter()
-    cluster, s = run_virtual_loop(lambda clock: _online(clock, sc, workload, progress))
-    end = cluster.clock.now()
+    core = VirtualCore()
+    with sparse_collection():
+        cluster = start_cluster(sc, core, workload)
+        s = _Session(core, cluster, stop_rule(sc), sc, workload.scripts, progress)
+        s.next_event()
+        core.run()
+        cluster.scheduler.stop()
+    end = core.now()
     cluster.metrics.end_time = end
     online = online_section(
         s.rule,

@@ -1,15 +1,18 @@
 """The virtual-time runtime: the whole emulated cluster in one process on virtual time.
 
-Deterministic for a seed, no sockets, much faster than real time. The same engine,
-scheduler and link objects run in the process runtime on a dilated real clock.
+Deterministic for a seed, no sockets, much faster than real time. It runs on the
+`VirtualCore` (model/core/virtual_core.py), a timer heap without asyncio: the engines, the
+fabric and the agents (runtimes/virtual/agents.py) are state machines driven by its
+callbacks. The same engine, scheduler and link objects run in the process runtime on a
+dilated real clock. `run_virtual_loop` is for code that needs asyncio on virtual time (the
+link and engine tests that drive the model from coroutines).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -17,12 +20,15 @@ from dualpath.model.config.settings import Scenario
 from dualpath.model.config.workload_sources import build_workload
 from dualpath.model.core.clock import VirtualClock, VirtualTimeLoop
 from dualpath.model.core.collector import sparse_collection
+from dualpath.model.core.virtual_core import VirtualCore
 from dualpath.model.engines.cluster import Cluster
-from dualpath.model.entities.request import Request
 from dualpath.model.workload.script import AgentScript, Workload, mean_shape
 from dualpath.report.build import build_report, workload_section
 from dualpath.report.schema import check_report
 from dualpath.runtimes.cluster import build_cluster
+from dualpath.runtimes.virtual.agents import Agent, OpenLoopAgent, RequestIds, Turns
+
+__all__ = ["RequestIds", "SimOutcome", "make_workload", "run_offline", "simulate"]
 
 Progress = Callable[[int, int], None]  # (done, total): turns offline, emulated s online
 
@@ -41,140 +47,75 @@ def make_workload(sc: Scenario, n_agents: int | None = None) -> Workload:
     return build_workload(sc, n_agents)
 
 
-class RequestIds:
-    def __init__(self) -> None:
-        self._next = 0
-
-    def __call__(self) -> int:
-        self._next += 1
-        return self._next
-
-
-async def run_agent(
-    cluster: Cluster,
-    script: AgentScript,
-    next_rid: Callable[[], int],
-    on_turn: Callable[[], None],
-    *,
-    think_time_s: float | None = None,
-    keep_going: Callable[[], bool] = lambda: True,
-) -> None:
-    """Replay one session turn by turn, each after the previous one's last token and its
-    think time (the script's, or `think_time_s` when given)."""
-    for i, turn in enumerate(script.turns):
-        think = turn.think_s if think_time_s is None else think_time_s
-        if i and think > 0:
-            await cluster.clock.sleep(think)
-        if not keep_going():
-            return
-        await submit_turn(cluster, script, i, next_rid())
-        on_turn()
-
-
-async def submit_turn(cluster: Cluster, script: AgentScript, i: int, rid: int) -> None:
-    """One turn as a request on its KV chain; returns when its last token is out."""
-    turn = script.turns[i]
-    req = Request(
-        rid=rid,
-        session=turn.chain,
-        turn=i,
-        prompt=turn.prompt,
-        gen=turn.gen,
-        arrival=cluster.clock.now(),
-        done=asyncio.get_running_loop().create_future(),
-    )
-    cluster.scheduler.submit(req)
-    await req.done
-
-
-async def run_open_loop(
-    cluster: Cluster, script: AgentScript, next_rid: Callable[[], int], on_turn: Callable[[], None]
-) -> None:
-    """Open-loop replay: every turn at its own trace time, whether or not the one before it
-    has finished (what a trace's timestamps say, not what the cluster allows)."""
-
-    async def one(i: int) -> None:
-        await cluster.clock.sleep_until(script.turns[i].at_s)
-        await submit_turn(cluster, script, i, next_rid())
-        on_turn()
-
-    await asyncio.gather(*(one(i) for i in range(len(script.turns))))
-
-
-@asynccontextmanager
-async def running(sc: Scenario, clock: VirtualClock, workload: Workload) -> AsyncIterator[Cluster]:
-    """Build the cluster, start its engines, and make any failure end the run loudly."""
+def start_cluster(sc: Scenario, core: VirtualCore, workload: Workload) -> Cluster:
+    """Build the cluster on the core. Its engines run by callbacks: nothing to start."""
     ctx, app = mean_shape(workload.scripts)
-    cluster = build_cluster(sc, clock, ctx, app)
+    cluster = build_cluster(sc, core, ctx, app)
     cluster.scheduler.ctx.chains.declare_all(workload.forks)  # shared prefixes of a trace
-    loop = asyncio.get_running_loop()
-    fatal = cluster.scheduler.fatal
-
-    def on_error(_: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        # A failing callback (e.g. a block that fails verification on persist) must end the
-        # run loudly, not be logged and skipped.
-        exc = context.get("exception") or RuntimeError(str(context.get("message")))
-        if not fatal.done():
-            fatal.set_exception(exc)
-
-    loop.set_exception_handler(on_error)
-    runs = [u.run() for u in cluster.prefill_units] + [u.run() for u in cluster.decode_units]
-    units = [loop.create_task(r) for r in runs]
-    try:
-        yield cluster
-    finally:
-        cluster.scheduler.stop()
-        for task in units:
-            task.cancel()
-        await asyncio.gather(*units, return_exceptions=True)
+    return cluster
 
 
-async def until_done_or_fatal(cluster: Cluster, work: asyncio.Future[Any]) -> None:
-    """Wait for `work`; a fatal engine error (e.g. a corrupted block) wins and re-raises."""
-    fatal = cluster.scheduler.fatal
-    try:
-        await asyncio.wait([work, fatal], return_when=asyncio.FIRST_COMPLETED)
-        if fatal.done():
-            fatal.result()
-        work.result()
-    finally:
-        work.cancel()
-        await asyncio.gather(work, return_exceptions=True)
+class _Offline:
+    """The offline run's driver: every session from its start time; the run ends (JCT)
+    when the last one has finished."""
+
+    def __init__(
+        self, sc: Scenario, core: VirtualCore, cluster: Cluster, progress: Progress | None
+    ) -> None:
+        self.core, self.progress = core, progress
+        self.total = 0
+        self.done = 0
+        self.left = 0  # sessions still running
+        self.turns = Turns(cluster, self.on_turn)
+        self.open_loop = sc.workload.replay == "open-loop"
+
+    def on_turn(self) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def on_end(self) -> None:
+        self.left -= 1
+        if not self.left:
+            self.core.stop()
+
+    def start(self, scripts: tuple[AgentScript, ...]) -> None:
+        self.total = sum(len(s.turns) for s in scripts)
+        self.left = len(scripts)
+        if not scripts:
+            self.core.stop()
+        for script in scripts:
+            agent: Agent | OpenLoopAgent
+            if self.open_loop:
+                agent = OpenLoopAgent(self.turns, script, self.on_end)
+            else:  # a session starts at its `start_s` (0 for synthetic agents: all together)
+                agent = Agent(self.turns, script, self.on_end)
+            if script.start_s > 0 and not self.open_loop:
+                self.core.call_at(script.start_s, agent.start)
+            else:
+                agent.start()
 
 
-async def _offline(
-    clock: VirtualClock, sc: Scenario, workload: Workload, progress: Progress | None
-) -> tuple[Cluster, float]:
-    async with running(sc, clock, workload) as cluster:
-        total = sum(len(s.turns) for s in workload.scripts)
-        done = 0
-
-        def on_turn() -> None:
-            nonlocal done
-            done += 1
-            if progress is not None:
-                progress(done, total)
-
-        ids = RequestIds()
-        agents = asyncio.gather(*(_replay(sc, cluster, s, ids, on_turn) for s in workload.scripts))
-        await until_done_or_fatal(cluster, agents)
-        return cluster, clock.now()
-
-
-async def _replay(
+def run_offline(
     sc: Scenario,
-    cluster: Cluster,
-    script: AgentScript,
-    ids: RequestIds,
-    on_turn: Callable[[], None],
-) -> None:
-    """Offline: a session starts at its `start_s` (0 for synthetic agents: all together)."""
-    if sc.workload.replay == "open-loop":
-        await run_open_loop(cluster, script, ids, on_turn)
-        return
-    if script.start_s > 0:
-        await cluster.clock.sleep_until(script.start_s)
-    await run_agent(cluster, script, ids, on_turn)
+    progress: Progress | None = None,
+    setup: Callable[[Cluster], None] | None = None,
+) -> SimOutcome:
+    """N agents start together and run their whole trajectories; JCT when all finish.
+    `setup(cluster)` runs before the first turn (tests instrument the cluster with it)."""
+    workload = make_workload(sc)
+    t0 = time.perf_counter()
+    core = VirtualCore()
+    with sparse_collection():
+        cluster = start_cluster(sc, core, workload)
+        if setup is not None:
+            setup(cluster)
+        _Offline(sc, core, cluster, progress).start(workload.scripts)
+        core.run()
+        cluster.scheduler.stop()
+    jct = core.now()
+    cluster.metrics.end_time = jct
+    return SimOutcome(cluster, jct, time.perf_counter() - t0, workload)
 
 
 T = TypeVar("T")
@@ -196,15 +137,6 @@ def run_virtual_loop(main: Callable[[VirtualClock], Coroutine[Any, Any, T]]) -> 
         raise
     finally:
         loop.close()
-
-
-def run_offline(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
-    """N agents start together and run their whole trajectories; JCT when all finish."""
-    workload = make_workload(sc)
-    t0 = time.perf_counter()
-    cluster, jct = run_virtual_loop(lambda clock: _offline(clock, sc, workload, progress))
-    cluster.metrics.end_time = jct
-    return SimOutcome(cluster, jct, time.perf_counter() - t0, workload)
 
 
 def simulate(sc: Scenario, progress: Progress | None = None) -> dict[str, Any]:

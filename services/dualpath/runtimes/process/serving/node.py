@@ -1,5 +1,6 @@
-"""A prefill or decode node process: its engines (the core's `PrefillUnit`/`DecodeUnit`) as
-asyncio tasks, its links and DRAM buffer, and the RPCs that reach them.
+"""A prefill or decode node process: its engines (the core's `PrefillUnit`/`DecodeUnit`,
+state machines driven by `RealClock.call_at` on this process's asyncio loop), its links and
+DRAM buffer, and the RPCs that reach them.
 
 An EP group spanning several nodes steps in lockstep per node here (each node process runs
 its own GPUs of the group together); see docs/services.md.
@@ -103,9 +104,16 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.peers = peers
         self.reports = ReportSender(peers, self.opts.rpc_timeout_s)
         self.reports.start()
-        for u in self.units:
-            self.spawn(u.run())
+        asyncio.get_running_loop().set_exception_handler(self._callback_failed)
         self.working.set()
+
+    def _callback_failed(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The engines step by clock callbacks, not tasks: one that raises stops the node,
+        as a failed engine task did (`fail`), besides being logged."""
+        loop.default_exception_handler(context)
+        exc = context.get("exception")
+        if isinstance(exc, Exception) and "handle" in context:
+            self.fail(exc)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run `coro` as this node's task: a failure of it stops the node (`fail`)."""

@@ -83,8 +83,12 @@ class RemoteScheduler(Recovery):
         super().submit(req)  # raises CapacityError before anything is queued
         self.inflight[req.rid] = req
 
+    def start_read(self, req: Request) -> None:
+        """The core's seam: the read runs as this scheduler's task (`spawn`)."""
+        self.spawn(self.read_kv(req), req)
+
     async def read_kv(self, req: Request) -> None:
-        """The core's seam, over gRPC: the reading node reserves its buffer, reads and
+        """The read over gRPC: the reading node reserves its buffer, reads and
         verifies (ReadKv), then the PE's node gets the turn (Enqueue)."""
         task = asyncio.current_task()
         assert task is not None
@@ -241,7 +245,7 @@ class RemoteScheduler(Recovery):
         self.first_token.pop(req.rid, None)  # no first token for a failed turn
         self.forget_pacer(req.rid)
         self._abandon(req)
-        if not req.done.done():
+        if req.done is not None and not req.done.done():
             req.done.set_exception(exc)
 
     def cancel_queued(self, req: Request) -> bool:
@@ -252,7 +256,8 @@ class RemoteScheduler(Recovery):
         self.first_token.pop(req.rid, None)
         self.forget_pacer(req.rid)
         self._abandon(req)
-        req.done.cancel()
+        if req.done is not None:
+            req.done.cancel()
         return True
 
     def forget_pacer(self, rid: int) -> None:
@@ -285,6 +290,7 @@ class RemoteScheduler(Recovery):
         self.ctx.metrics.finish(req)
         self.stages.add(req)
         self.on_done(req)
-        if not req.done.done():  # a fatal error already failed the turn's client
+        # (a fatal error may already have failed the turn's client)
+        if req.done is not None and not req.done.done():
             req.done.set_result(None)
         self.fetches.kick("de", [de.group])

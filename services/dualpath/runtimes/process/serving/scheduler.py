@@ -69,7 +69,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         if not fut.cancelled() and fut.exception() is not None:
             self.fail(fut.exception())  # type: ignore[arg-type]
             for req in self.sched.inflight.values():
-                if not req.done.done():
+                if req.done is not None and not req.done.done():
                     req.done.set_exception(BackendUnavailable(f"the run failed: {fut.exception()}"))
 
     def add_to(self, server: grpc.aio.Server) -> None:
@@ -240,6 +240,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
             self.sched.pacers[req.rid] = TokenPacer(self.clock, on_tokens)
         try:
             # a turn whose node died never reports: it fails at its deadline, not never
+            assert req.done is not None  # made with the request above
             await asyncio.wait_for(asyncio.shield(req.done), self.opts.transfer_deadline())
         except TimeoutError:
             why = (
@@ -282,7 +283,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         gives back the PE's tok_e/seq_e; a turn whose KV read has started runs to its end,
         so its reads and persists stay exactly accounted (the work is on the links)."""
         req = self._turns.get(id(spec))
-        if req is None or req.de is not None or req.done.done():
+        if req is None or req.de is not None or req.done is None or req.done.done():
             return
         if self.sched.cancel_queued(req):
             self.cancelled += 1

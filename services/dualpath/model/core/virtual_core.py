@@ -1,0 +1,142 @@
+"""The virtual-time event core: a timer heap and a ready queue, no asyncio.
+
+`dualpath sim` runs on it. The engines, the scheduler's fetches, the fabric and the
+virtual runtime's agents are state machines that advance by callbacks at scheduled times
+(docs/clock.md), so the core only has to pop the next event, move time to it and call it.
+It is the model's `Clock` (now, call_at): coroutines (`sleep`, futures, tasks) do not run
+on it; code that needs them runs on `VirtualTimeLoop` (model/core/virtual_loop.py).
+
+Order: events run by time; at one instant, what was made ready (`call_soon`, or `call_at`
+for a time already reached) runs before a timer that comes due, and each in the order it
+was scheduled. A run is deterministic for a seed. Compiled with the fabric (native/).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from dualpath.model.core.virtual_loop import SimulationDeadlockError
+
+__all__ = ["CoreTimer", "SimulationDeadlockError", "VirtualCore"]
+
+# Drop cancelled timers from the heap once they are this many and over half of it (the
+# fabric cancels and re-arms its timer often; most cancelled entries lie far ahead).
+_COMPACT_AT = 256
+
+
+class CoreTimer:
+    """A scheduled callback; `cancel()` before it runs and it never does."""
+
+    __slots__ = ("_core", "callback", "cancelled", "when")
+
+    def __init__(self, core: VirtualCore, when: float, callback: Callable[[], None]) -> None:
+        self._core = core
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        if not self.cancelled:
+            self.cancelled = True
+            self._core._cancelled += 1
+
+
+class VirtualCore:
+    """Virtual time that jumps to the next event; the `Clock` of the one-process runtime."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+        self._seq = 0  # insertion order: equal times fire first in, first out
+        self._heap: list[tuple[float, int, CoreTimer]] = []
+        self._ready: deque[CoreTimer] = deque()
+        self._cancelled = 0  # cancelled timers still in the heap or the ready queue
+        self._stopped = False
+        self.events = 0  # callbacks run (for the bench)
+
+    # --- the Clock ----------------------------------------------------------------------
+    @property
+    def dilation(self) -> float:
+        return 0.0
+
+    def now(self) -> float:
+        return self._now
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> CoreTimer:
+        """Run `callback` at emulated time `when` (now if that has passed)."""
+        if when <= self._now:
+            timer = CoreTimer(self, self._now, callback)
+            self._ready.append(timer)
+            return timer
+        timer = CoreTimer(self, when, callback)
+        self._seq += 1
+        heapq.heappush(self._heap, (when, self._seq, timer))
+        return timer
+
+    def call_soon(self, callback: Callable[[], None]) -> CoreTimer:
+        timer = CoreTimer(self, self._now, callback)
+        self._ready.append(timer)
+        return timer
+
+    async def sleep(self, dt: float) -> None:
+        raise _no_coroutines("sleep")
+
+    async def sleep_until(self, t: float) -> None:
+        raise _no_coroutines("sleep_until")
+
+    def create_future(self) -> Any:
+        raise _no_coroutines("create_future")
+
+    def create_task(self, coro: Coroutine[Any, Any, None]) -> Any:
+        coro.close()
+        raise _no_coroutines("create_task")
+
+    # --- running ------------------------------------------------------------------------
+    def stop(self) -> None:
+        """End `run()` after the callback that is running now."""
+        self._stopped = True
+
+    def run(self) -> None:
+        """Run events until `stop()`. No event left before that is a deadlock: something
+        waits for what will never happen (a capacity never released); it raises."""
+        self._stopped = False
+        ready, heap = self._ready, self._heap
+        while not self._stopped:
+            if ready:
+                timer = ready.popleft()
+            elif heap:
+                if self._cancelled > _COMPACT_AT and self._cancelled * 2 > len(heap):
+                    self._compact()
+                    continue
+                when, _, timer = heapq.heappop(heap)
+                if not timer.cancelled:
+                    self._now = when
+            else:
+                raise SimulationDeadlockError(
+                    "no event is pending but the run has not ended: the emulated cluster "
+                    "is stuck (a resource waits for capacity that is never released)"
+                )
+            if timer.cancelled:
+                self._cancelled -= 1
+                continue
+            self.events += 1
+            timer.callback()
+
+    def _compact(self) -> None:
+        live = []
+        for entry in self._heap:
+            if entry[2].cancelled:
+                self._cancelled -= 1
+            else:
+                live.append(entry)
+        heapq.heapify(live)
+        self._heap[:] = live
+
+
+def _no_coroutines(what: str) -> RuntimeError:
+    return RuntimeError(
+        f"clock.{what}: the virtual core runs callbacks, not coroutines; schedule a "
+        "callback with call_at, or run the coroutine on VirtualTimeLoop"
+    )
