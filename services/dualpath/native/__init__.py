@@ -38,6 +38,7 @@ MODULES = (
     "dualpath.model.links.stats",
     "dualpath.model.links.link",
     "dualpath.model.links.schedule",
+    "dualpath.model.links.cover",
     "dualpath.model.links.sharing",
     "dualpath.model.links.fabric",
     "dualpath.model.roofline.model",

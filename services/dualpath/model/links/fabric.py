@@ -52,10 +52,23 @@ class Fabric:
         if name in self.links:
             raise ValueError(f"link {name!r} already exists")
         link = Link(self, name, rate_bps, arbitration, self._bucket_s)
+        link.order = len(self.links)
         self.links[name] = link
         if arbitration is not None:
             self._sharer.arbitrated_link_added()
         return link
+
+    @property
+    def leave_out_inert(self) -> bool:
+        """Leave links that cannot bind out of re-shares (cover.py); off: the full re-share,
+        for tests. Set it before the first flow."""
+        return self._sharer.covering
+
+    @leave_out_inert.setter
+    def leave_out_inert(self, on: bool) -> None:
+        if self.flows_started:
+            raise ValueError("set leave_out_inert before the first flow")
+        self._sharer.covering = on
 
     @property
     def relax_steps(self) -> int:
@@ -79,6 +92,8 @@ class Fabric:
             raise ValueError(f"link {link.name!r}: rate must be a finite number > 0")
         t = self._enter()
         link.settle(t)
+        if self._sharer.covering:
+            self._sharer.stop_covering(list(self.links.values()))
         link.rate = float(rate_bps)
         self._sharer.rate_changed(link)
         self._relax(t)

@@ -47,17 +47,22 @@ class Link:
         "_series",
         "arbitration",
         "cap_max",
+        "cover",
+        "cover_sum",
         "dirty",
         "fin_sum",
+        "inert",
         "inf_members",
         "members",
         "mode",
         "name",
+        "order",
         "pending",
         "plain",
         "rate",
         "t_last",
         "total_rate",
+        "uncovered",
         "vl_members",
         "vl_rates",
         "vls_served",
@@ -98,6 +103,13 @@ class Link:
         self.fin_sum = 0.0
         self.cap_max = 0.0
         self.mode = 0
+        # Left out of re-shares while its flows' covers cannot fill it (model/links/cover.py):
+        # cover link -> flows it covers here, the covers' rates summed, flows without one.
+        self.inert = False
+        self.cover: dict[Link, int] = {}
+        self.cover_sum = 0.0
+        self.uncovered = 0
+        self.order = 0  # creation index: ranks links of equal rate (set by the fabric)
         # Accounting, integrated up to t_last (inline rather than a helper object: hot path).
         self.t_last = 0.0
         self._bytes = 0.0
@@ -206,6 +218,7 @@ class Flow:
         "_fabric",
         "alloc",
         "cap",
+        "covers",
         "eps",
         "finished_at",
         "heap_t",
@@ -249,6 +262,7 @@ class Flow:
         self.alloc = [0.0] * n  # share granted by each hop
         self.offer = [INF] * n  # per hop: its share if that hop is a bottleneck, else INF
         self.cap = [INF] * n  # per hop: min of the other hops' offers
+        self.covers: list[Link] | None = None  # per hop: its cover (cover.py), if counted
 
     def __repr__(self) -> str:
         names = ",".join(h.name for h in self.hops)

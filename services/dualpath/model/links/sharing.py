@@ -23,6 +23,7 @@ import math
 from collections import deque
 
 from dualpath.model.links.arbitration import allocate, equal_waterfill
+from dualpath.model.links.cover import clear, coverable, join_covers, remove
 from dualpath.model.links.link import Flow, Link
 
 INF = math.inf
@@ -47,6 +48,7 @@ class Sharer:
         "_memo",
         "_queue",
         "cascade_truncations",
+        "covering",
         "max_cascade",
         "memo_max",
         "steps",
@@ -65,6 +67,8 @@ class Sharer:
         self.touched: dict[Flow, None] = {}  # insertion-ordered: keeps runs deterministic
         self.steps = 0
         self.cascade_truncations = 0
+        # Leave links that cannot bind out of re-shares (cover.py); off: every link shares.
+        self.covering = True
 
     @property
     def settled(self) -> bool:
@@ -87,13 +91,64 @@ class Sharer:
         for i, link in enumerate(hops):
             link.members[flow] = i
             link.vl_members[vl] = link.vl_members.get(vl, 0) + 1
-            link.inf_members[flow] = None  # every offer starts INF, so every cap does too
-            link.pending[flow] = None
+        if self.covering:
+            join_covers(flow)
+        for i, link in enumerate(hops):
+            if link.inert:
+                if coverable(link):
+                    flow.alloc[i] = INF  # a left-out hop limits no one
+                    continue
+                self._make_live(link)
+            else:
+                link.inf_members[flow] = None  # every offer starts INF, so every cap does too
+                link.pending[flow] = None
+                if self.covering and coverable(link):
+                    self._make_inert(link)
         # Likely bottleneck first: its offer then reaches the roomier hops before they are
         # recomputed, which saves a round of the cascade.
         order = hops if len(hops) == 1 else sorted(hops, key=_fair_share)
         for link in order:
-            self.mark(link)
+            if not link.inert:
+                self.mark(link)
+
+    def _make_inert(self, link: Link) -> None:
+        """Leave a link that cannot bind out of re-shares: it offers INF and limits no one."""
+        link.inert = True
+        touched = self.touched
+        for flow, i in link.members.items():
+            if flow.alloc[i] != INF:
+                flow.alloc[i] = INF
+                touched[flow] = None
+            if flow.offer[i] != INF:
+                self._publish(flow, i, INF)
+        link.inf_members.clear()
+        link.pending.clear()
+        link.fin_sum, link.cap_max, link.mode = 0.0, 0.0, MODE_FULL
+
+    def _make_live(self, link: Link) -> None:
+        """Bring a left-out link back: rebuild its aggregates from its flows' caps (kept up to
+        date while it was out) and recompute it."""
+        link.inert = False
+        finite = []
+        inf_members, pending = link.inf_members, link.pending
+        for flow, i in link.members.items():
+            cap = flow.cap[i]
+            if cap == INF:
+                inf_members[flow] = None
+            else:
+                finite.append(cap)
+            pending[flow] = None
+        link.fin_sum = math.fsum(finite)
+        link.cap_max = max(finite, default=0.0)
+        link.mode = MODE_FULL
+        self.mark(link)
+
+    def stop_covering(self, links: list[Link]) -> None:
+        """A rate changed, hence the links' ranks: every link shares from now on."""
+        self.covering = False
+        for link in links:
+            if link.inert:
+                self._make_live(link)
 
     def join_idle(self, flow: Flow) -> float:
         """`join` + `relax` in closed form for a flow whose hops are all idle, when no link is
@@ -105,22 +160,30 @@ class Sharer:
         """
         hops = flow.hops
         n = len(hops)
-        p, r = 0, hops[0].rate
-        for k in range(1, n):
-            rate = hops[k].rate
-            if rate < r:
-                p, r = k, rate
+        covering = self.covering
+        if covering:
+            join_covers(flow)
+        p, r = -1, INF
+        for k in range(n):
+            link = hops[k]
+            if covering and coverable(link):  # left out: its cover is slower
+                link.inert = True
+            elif p < 0 or link.rate < r:
+                p, r = k, link.rate
         vl = flow.vl
+        alloc = [r] * n
         for k, link in enumerate(hops):
             link.members[flow] = k
             link.vl_members[vl] = 1
             if k == p:
                 link.inf_members[flow] = None
                 link.fin_sum = link.cap_max = 0.0
+            elif link.inert:
+                alloc[k] = INF
             else:
                 link.fin_sum = link.cap_max = r
             link.mode = MODE_FULL
-        flow.alloc = [r] * n
+        flow.alloc = alloc
         offer = [INF] * n
         offer[p] = r
         flow.offer = offer
@@ -132,6 +195,7 @@ class Sharer:
 
     def leave(self, flow: Flow) -> None:
         vl = flow.vl
+        covers = flow.covers if self.covering else None
         for i, link in enumerate(flow.hops):
             members = link.members
             del members[flow]
@@ -140,21 +204,26 @@ class Sharer:
                 link.vl_members[vl] = left_on_vl
             else:
                 del link.vl_members[vl]
-            if members:
+            if covers is not None:
+                remove(link, covers[i])
+            if not members:  # an idle link restarts from exact zeros and has nothing to re-share
+                link.pending.clear()
+                link.inf_members.clear()
+                link.fin_sum, link.cap_max, link.mode = 0.0, 0.0, MODE_FULL
+                clear(link)
+            elif not link.inert:  # (a left-out link stays out: its covers only shrank)
                 link.pending.pop(flow, None)
                 if flow in link.inf_members:
                     del link.inf_members[flow]
                 else:
                     link.fin_sum -= flow.cap[i]
                 self.mark(link)
-            else:  # an idle link restarts from exact zeros and has nothing to re-share
-                link.pending.clear()
-                link.inf_members.clear()
-                link.fin_sum, link.cap_max, link.mode = 0.0, 0.0, MODE_FULL
+                if covers is not None and coverable(link):
+                    self._make_inert(link)
         self.touched.pop(flow, None)
 
     def rate_changed(self, link: Link) -> None:
-        link.mode = MODE_FULL
+        link.mode = MODE_FULL  # (the caller stops covering first: ranks may have moved)
         self._memo.clear()  # keyed without the rate: a rate change is rare
         self.mark(link)
 
@@ -172,6 +241,9 @@ class Sharer:
                 break
             link = popleft()
             link.dirty = False
+            if link.inert:  # left out after it was queued
+                link.pending.clear()
+                continue
             n = len(link.members)
             if n == 1:
                 self._single_pass(link)
@@ -311,6 +383,8 @@ class Sharer:
             return
         flow.cap[j] = cap
         link = flow.hops[j]
+        if link.inert:  # kept for when it comes back (`_make_live`)
+            return
         if old == INF:
             del link.inf_members[flow]
         else:
