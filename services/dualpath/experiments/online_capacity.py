@@ -67,7 +67,12 @@ def slo_met(report: dict[str, Any] | None) -> bool | None:
 
 def _probes(arm: Arm, quick: bool, policy: str, results: Results) -> dict[float, bool]:
     """APS -> SLO met, for every finished probe of this (arm, policy)."""
-    prefix = _key(arm, quick, policy, 0.0).rsplit("aps", 1)[0] + "aps"
+    return probes_under(_key(arm, quick, policy, 0.0).rsplit("aps", 1)[0] + "aps", results)
+
+
+def probes_under(prefix: str, results: Results) -> dict[float, bool]:
+    """APS -> SLO met, for every finished probe whose run key is `prefix` + its APS (runs
+    that failed, with no verdict, are left out). The planner's probes are keyed the same way."""
     out: dict[float, bool] = {}
     for key, report in results.items():
         if key.startswith(prefix):

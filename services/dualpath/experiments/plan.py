@@ -18,7 +18,7 @@ from functools import cached_property
 
 from dualpath.experiments.base import Experiment, Results, RunSpec, Summary
 from dualpath.experiments.extract import failed, jct, pick
-from dualpath.experiments.online_capacity import bracket, next_midpoint, slo_met
+from dualpath.experiments.online_capacity import bracket, next_midpoint, probes_under
 from dualpath.experiments.plan_bounds import SampleWork, candidate_bound, sample_work
 from dualpath.experiments.plan_search import (
     Bound,
@@ -107,14 +107,7 @@ def offline_key(c: Candidate, agents: int) -> str:
 
 def probes_of(c: Candidate, results: Results) -> dict[float, bool]:
     """APS -> SLO met, for the candidate's finished probes (failed runs left out)."""
-    prefix = f"{c.key}-aps"
-    out: dict[float, bool] = {}
-    for key, report in results.items():
-        if key.startswith(prefix):
-            met = slo_met(dict(report))
-            if met is not None:
-                out[float(key[len(prefix) :])] = met
-    return out
+    return probes_under(f"{c.key}-aps", results)
 
 
 def next_aps(probes: dict[float, bool], bound: float, spec: PlanSpec) -> float | None:
