@@ -3,15 +3,13 @@ every few wall seconds without one (CI, a pipe, nohup), nothing with `--quiet`."
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -36,7 +34,7 @@ def _progress_hook(progress: Progress | None) -> Any:
         return None
     task = progress.add_task("emulating", total=None)
 
-    def hook(done: int, total: int) -> None:
+    def hook(done: int, total: int, emulated_s: float | None = None) -> None:
         if done % 64 == 0 or done == total:
             progress.update(task, completed=done, total=total)
 
@@ -67,7 +65,7 @@ class _ProgressLine:
     thread writes it, so the line comes even while no turn completes (a cluster starting).
 
     `dilation`: emulated seconds per wall second of a real-time run (the process runtime),
-    else None: the emulated time is then read from the virtual loop at each report."""
+    else None: the virtual runtime then gives its emulated time with each hook call."""
 
     def __init__(self, what: str, unit: str, every_s: float, dilation: float | None = None) -> None:
         self.what, self.unit, self.every_s, self.dilation = what, unit, every_s, dilation
@@ -77,11 +75,12 @@ class _ProgressLine:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress-line", daemon=True)
 
-    def hook(self, done: int, total: int) -> None:
+    def hook(self, done: int, total: int, emulated_s: float | None = None) -> None:
+        """(done, total) from the process runtime; the virtual runtime adds its emulated
+        time (its core is no asyncio loop to read it from)."""
         self.done, self.total = done, total
-        if self.dilation is None:
-            with contextlib.suppress(RuntimeError):  # outside a loop: no emulated time
-                self.emulated_s = asyncio.get_running_loop().time()
+        if self.dilation is None and emulated_s is not None:
+            self.emulated_s = emulated_s
 
     def line(self) -> str:
         wall = time.monotonic() - self._t0
@@ -112,7 +111,13 @@ class _ProgressLine:
 
 
 T = TypeVar("T")
-Hook = Callable[[int, int], None]
+
+
+class Hook(Protocol):
+    """A progress hook: (done, total) from the process runtime; the virtual runtime adds
+    the emulated time, so one hook serves both."""
+
+    def __call__(self, done: int, total: int, emulated_s: float | None = None) -> None: ...
 
 
 def with_progress(

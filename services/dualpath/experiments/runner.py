@@ -8,7 +8,6 @@ retried on the next invocation. Ctrl-C cancels the pending runs; finished ones a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import multiprocessing
 import os
@@ -64,7 +63,7 @@ class _InRun:
         self.t0 = self.last = time.monotonic()
         self.quiet = sys.stderr.isatty()
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, emulated_s: float) -> None:
         now = time.monotonic()
         if self.quiet or now - self.last < IN_RUN_EVERY_S:
             return
@@ -73,8 +72,7 @@ class _InRun:
         if self.mode == "online":  # (emulated s, cap)
             what = f"emulated {done:,} of at most {total:,} s"
         else:
-            emulated = asyncio.get_running_loop().time()  # the virtual loop's clock
-            what = f"{done:,}/{total:,} turns, emulated {emulated:,.0f} s"
+            what = f"{done:,}/{total:,} turns, emulated {emulated_s:,.0f} s"
         sys.stderr.write(f"  {self.key}: {what}, wall {wall:,.0f} s\n")
         sys.stderr.flush()
 

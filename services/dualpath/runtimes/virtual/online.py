@@ -102,7 +102,7 @@ class _Session:
         t = self._next_check
         self.check(t)
         if self.progress is not None:
-            self.progress(int(t), int(self.o.max_duration_s))
+            self.progress(int(t), int(self.o.max_duration_s), t)
         self._next_check += self.o.check_interval_s
         self.next_event()
 

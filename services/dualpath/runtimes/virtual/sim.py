@@ -30,7 +30,9 @@ from dualpath.runtimes.virtual.agents import Agent, OpenLoopAgent, RequestIds, T
 
 __all__ = ["RequestIds", "SimOutcome", "make_workload", "run_offline", "simulate"]
 
-Progress = Callable[[int, int], None]  # (done, total): turns offline, emulated s online
+# (done, total, emulated s now): turns offline, whole emulated seconds online. The emulated
+# time comes with the call: the virtual core is no asyncio loop a hook could ask.
+Progress = Callable[[int, int, float], None]
 
 
 @dataclass(slots=True)
@@ -72,7 +74,7 @@ class _Offline:
     def on_turn(self) -> None:
         self.done += 1
         if self.progress is not None:
-            self.progress(self.done, self.total)
+            self.progress(self.done, self.total, self.core.now())
 
     def on_end(self) -> None:
         self.left -= 1
