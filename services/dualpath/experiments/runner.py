@@ -14,9 +14,10 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 
@@ -174,6 +175,7 @@ class RunExecutor:
         pool = ProcessPoolExecutor(
             max_workers=min(self.jobs, len(specs)), mp_context=ctx, initializer=_ignore_sigint
         )
+        restore = _sigterm_raises()
         try:
             futures: dict[Future[tuple[Report, float]], RunSpec] = {
                 pool.submit(_simulate, s.scenario, s.key): s for s in specs
@@ -191,7 +193,31 @@ class RunExecutor:
             for child in set(multiprocessing.active_children()) - before:
                 child.terminate()  # this pool's workers (they ignore SIGINT): stop the runs
             raise
+        finally:
+            restore()
         pool.shutdown()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached the runner: stop as on Ctrl-C, workers included."""
+
+
+def _sigterm_raises() -> Callable[[], None]:
+    """While a pool runs, SIGTERM raises in the parent as Ctrl-C does, so the pool's
+    workers are terminated with it: by default SIGTERM ends the parent at once and its
+    spawned workers run on, orphaned. Returns what puts the old handler back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None  # only the main thread may set handlers; its own are kept
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, old)
+
+    return restore
 
 
 def run_experiment(
