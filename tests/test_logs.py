@@ -194,6 +194,17 @@ def test_a_run_without_a_terminal_prints_progress_lines(tmp_path: Path) -> None:
     assert "DualPath testbed run" in proc.stdout  # the summary still follows, on stdout
 
 
+def test_work_without_an_emulated_clock_claims_no_emulated_time() -> None:
+    # the planner's bound phase: no clock, so no "emulated 0 s" (it was printed before)
+    from dualpath.cli.progress import _ProgressLine
+
+    line = _ProgressLine("bounds", "candidates", 10.0)
+    line.hook(3, 9)
+    assert re.fullmatch(r"bounds: 3/9 candidates, wall \d+ s, [\d.]+ candidates/s", line.line())
+    line.hook(4, 9, 12.5)  # a virtual run gives its emulated time with each call
+    assert "emulated 12.5 s, " in line.line()
+
+
 def test_quiet_prints_no_progress_and_a_bad_interval_is_refused(tmp_path: Path) -> None:
     quiet = _sim(tmp_path, "--agents", "2", "--quiet", every="0.01")
     assert quiet.returncode == 0 and "sim: " not in quiet.stderr

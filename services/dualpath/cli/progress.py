@@ -85,16 +85,14 @@ class _ProgressLine:
     def line(self) -> str:
         wall = time.monotonic() - self._t0
         if self.dilation is not None:
-            emulated = f"emulated ≈ {wall * self.dilation:.0f} s"
+            emulated = f"emulated ≈ {wall * self.dilation:.0f} s, "
         elif self.emulated_s is not None:
-            emulated = f"emulated {self.emulated_s:.1f} s"
-        else:
-            emulated = "emulated 0 s"
+            emulated = f"emulated {self.emulated_s:.1f} s, "
+        else:  # work with no emulated clock (the planner's bounds): say nothing of it
+            emulated = ""
         total = self.total or "?"
         rate = f"{self.done / wall:.1f} {self.unit}/s" if wall > 0 else "-"
-        return (
-            f"{self.what}: {self.done}/{total} {self.unit}, {emulated}, wall {wall:.0f} s, {rate}"
-        )
+        return f"{self.what}: {self.done}/{total} {self.unit}, {emulated}wall {wall:.0f} s, {rate}"
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
