@@ -113,7 +113,7 @@ def _report(jct: float, binding: str, storage_share: float | None = None) -> dic
 
 def test_summary_table_and_plot(tmp_path: Path) -> None:
     """One cell with results: the table says its JCTs, region and bindings; the plot draws
-    (other cells have no run: '—' and 'no run')."""
+    (other cells have no run: no row, and 'no run' on the map)."""
     exp = DramTier()
     results: dict[str, Any] = {
         key(ARM_660B, False, 1024, "basic", 0): _report(5000, "storage_read"),
@@ -130,7 +130,9 @@ def test_summary_table_and_plot(tmp_path: Path) -> None:
     assert row[8] == "25.0" and row[9] == "both" and row[10] == "1.07"
     assert row[11] == "storage_read / decode / decode / decode"
     assert rows[("DS 660B", "2048", "0")][4] == "failed"
-    assert rows[("DS 27B", "256", "0")][9] == "—"
+    assert ("DS 27B", "256", "0") not in rows  # no run of its own: no row
+    assert ("DS 660B", "1024", "1 TB") not in rows  # only the shared tier-less runs
+    assert rows[("DS 660B", "1024", "0")][8] == "—"  # hicache did not run at 0
     assert [r.paper for r in s.rows] == [10052, 5365]
     assert len(table.header) == len(row)
     assert table.header[4:8] == [f"{p} JCT (s)" for p in POLICIES]

@@ -135,11 +135,13 @@ class DramTier(Experiment):
         rows_t: list[list[str]] = []
         maps: dict[str, dict[tuple[int, float], tuple[str, str]]] = {a.slug: {} for a in ARMS}
         for p in points:
+            if not any(key(p.arm, quick, p.agents, *run) in results for run in runs_of(p)):
+                continue  # a reduced grid (--only): no run of this cell's own, no row
             reps = [report(p, pol) for pol in POLICIES]
             jcts = [jct(r) for r in reps]
             got = classify(*jcts)
             binds = [_binding(r) for r in reps]
-            share = num(reps[1], "tier.hit_share.storage") if p.dram > 0 else 1.0
+            share = num(reps[1], "tier.hit_share.storage") if p.dram > 0 or not reps[1] else 1.0
             best = POLICIES[min(range(4), key=lambda i: jcts[i] or float("inf"))]
             rows_t.append([
                 p.arm.name(quick), p.arm.topo(quick), str(p.agents), _size(p.dram),
@@ -185,6 +187,8 @@ NOTES = [
     "not), cnic includes the remote-DRAM reads",
     "basic and dualpath have no tier: the same run on every DRAM row; dualpath+tier at 0 is "
     "dualpath's run, hicache at 0 is layerwise with sticky placement",
+    "a row per cell with a run of its own (its tiered runs; at 0 also basic and dualpath): "
+    "cells a reduced grid (--only) did not run are left out, and show as 'no run' on the map",
 ]
 
 
