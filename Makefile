@@ -93,6 +93,7 @@ lint: $(STAMP) ## ruff check, ruff format --check, mypy (strict)
 	$(BIN)/ruff check services tests scripts
 	$(BIN)/ruff format --check services tests scripts
 	$(BIN)/mypy
+	$(BIN)/mypy --strict --python-version 3.11 scripts/containers/*.py
 
 docs: $(STAMP) ## the documentation site (mkdocs, Material) into site/; any warning fails (broken link or anchor)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site

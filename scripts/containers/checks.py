@@ -143,19 +143,19 @@ def _windows(path: str, schedules: list[str]) -> list[tuple[str, float, float, f
     """Fault windows: `NAME<TAB>SINCE<TAB>START<TAB>END` rows (SINCE: when the command that
     started it was run), plus the applied/cleared pairs of `dualpath cluster faults --json`
     logs (stamped as the engine was called)."""
-    rows = []
+    rows: list[tuple[str, float, float, float]] = []
     for line in Path(path).read_text().splitlines():
         if line.strip():
-            name, since, start, end = line.split("\t")
-            rows.append((name, float(since), float(start), float(end)))
+            name, since, first, end = line.split("\t")
+            rows.append((name, float(since), float(first), float(end)))
     for sched in schedules:
         begun: dict[str, float] = {}
         for e in _json(sched):
             if e["event"] == "applied":
-                begun[e["fault"]] = e["wall"]
+                begun[e["fault"]] = float(e["wall"])
             elif e["fault"] in begun:
                 start = begun.pop(e["fault"])
-                rows.append((e["fault"], start, start, e["wall"]))
+                rows.append((str(e["fault"]), start, start, float(e["wall"])))
     return sorted(rows, key=lambda r: r[1])
 
 
