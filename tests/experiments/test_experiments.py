@@ -299,6 +299,11 @@ def test_online_capacity_bisects_between_pass_and_fail(
         refined = set(probes) - set(QUICK_GRID)
         assert len(refined) == 1  # one bisection step in quick mode
         assert all(min(QUICK_GRID) < a < max(QUICK_GRID) for a in refined)
+    # Fig. 11's column: each probe's mean trajectory JCT, where some trajectory completed
+    probes_table = next(t for t in outcome.summary.tables if t.title.startswith("Probes"))
+    col = probes_table.header.index("trajectory JCT (s, Fig. 11)")
+    jcts = [row[col] for row in probes_table.rows if row[col] != "—"]
+    assert jcts and all(float(j.replace(",", "")) > 0 for j in jcts)
 
 
 def test_capacity_bracket() -> None:

@@ -138,7 +138,7 @@ class OnlineCapacity(Experiment):
             table += _table_rows(arm, quick, results)
         rows += _table3_rows(quick, results)
         header = ["model", "policy", "APS", "stop", "t (s)", "TTFT (s)", "TTST (s)",
-                  "TPOT (ms)", "SLO"]  # fmt: skip
+                  "TPOT (ms)", "SLO", "trajectory JCT (s, Fig. 11)", "completed"]  # fmt: skip
         setup = [QUICK_SETUP] if quick else [
             f"online, {MAX_LEN}, DS 660B 2P4D APS grid {GRIDS['ds660b']}, "
             f"DS 27B 1P1D APS grid {GRIDS['ds27b']}, policies {', '.join(POLICIES)}",
@@ -184,8 +184,17 @@ def _table_rows(arm: Arm, quick: bool, results: Results) -> list[list[str]]:
                 fmt(num(r, "online.stop_time_s"), 0), fmt(num(r, w + "ttft_s.mean"), 3),
                 fmt(num(r, w + "ttst_s.mean"), 3), fmt(None if tpot is None else tpot * 1e3, 1),
                 "met" if slo_met(dict(r)) else "missed",
+                fmt(num(r, "online.trajectory_jct_s.mean") if pick(r, "online.trajectory_jct_s.n")
+                    else None, 0),
+                _completed(r),
             ])  # fmt: skip
     return out
+
+
+def _completed(r: Any) -> str:
+    """Trajectories that ran every turn, of those that arrived (Fig. 11 averages these)."""
+    done, arrived = num(r, "online.trajectories_completed"), num(r, "online.agents_arrived")
+    return "—" if done is None or arrived is None else f"{done:.0f} / {arrived:.0f}"
 
 
 def _table3_rows(quick: bool, results: Results) -> list[Row]:

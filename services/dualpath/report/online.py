@@ -113,8 +113,10 @@ def online_section(
     reason: str,
     agents_arrived: int,
     agents_finished: int,
+    trajectory_jct: Sequence[float] = (),
 ) -> dict[str, Any]:
-    """The report's `online` block: the last window's latencies, the SLO verdict."""
+    """The report's `online` block: the last window's latencies, the SLO verdict, and the
+    JCT of the trajectories that ran to their last turn (paper Fig. 11's metric)."""
     last = [r for r in records if stop_time - rule.window_s <= r.t_last < stop_time]
     window = {
         "ttft_s": _stats(ttft(r) for r in last),
@@ -140,4 +142,6 @@ def online_section(
         "window": window,
         "agents_arrived": agents_arrived,
         "agents_finished": agents_finished,
+        "trajectories_completed": len(trajectory_jct),
+        "trajectory_jct_s": _stats(trajectory_jct),
     }

@@ -79,6 +79,19 @@ def _online_rows(o: dict[str, Any]) -> list[tuple[str, str]]:
         (f"last {o['window_s']:.0f} s: TTFT / TTST / TPOT mean",
          f"{w['ttft_s']['mean']:.3f} s / {w['ttst_s']['mean']:.3f} s / "
          f"{w['tpot_s']['mean'] * 1e3:.1f} ms (SLO {verdict})"),
+        *_trajectory_rows(o),
+    ]  # fmt: skip
+
+
+def _trajectory_rows(o: dict[str, Any]) -> list[tuple[str, str]]:
+    """Paper Fig. 11's metric; older reports have no such field."""
+    j = o.get("trajectory_jct_s")
+    if not j or not j["n"]:
+        return []
+    return [
+        ("trajectory JCT mean / p50 / p90",
+         f"{j['mean']:.0f} / {j['p50']:.0f} / {j['p90']:.0f} s "
+         f"({o['trajectories_completed']} of {o['agents_arrived']} ran every turn)"),
     ]  # fmt: skip
 
 

@@ -68,3 +68,28 @@ def test_more_load_more_ttft() -> None:
     hi = simulate(_online("online.aps=1.5", "online.max_duration_s=120"))["online"]
     assert hi["agents_arrived"] > 5 * lo["agents_arrived"]
     assert hi["window"]["ttft_s"]["mean"] > lo["window"]["ttft_s"]["mean"]
+
+
+def test_trajectory_jct_is_arrival_to_last_token_of_completed_agents() -> None:
+    """Fig. 11's metric, checked against the request records: an agent counts once every
+    turn of its script ran, and its JCT is its first turn's arrival -> its last token."""
+    from dualpath.runtimes.virtual.online import run_online
+
+    sc = _online("online.aps=0.2", "online.max_duration_s=240")
+    out = run_online(sc)
+    turns = {s.turns[0].chain: len(s.turns) for s in out.workload.scripts}
+    by_session: dict[int, list[Any]] = {}
+    for r in out.cluster.metrics.requests:
+        by_session.setdefault(r.session, []).append(r)
+    expected = sorted(
+        max(r.t_last for r in rs) - min(r.arrival for r in rs)
+        for chain, rs in by_session.items()
+        if len(rs) == turns[chain]
+    )
+    o = out.online
+    assert o is not None
+    assert 0 < o["trajectories_completed"] == len(expected) < o["agents_arrived"]
+    j = o["trajectory_jct_s"]
+    assert j["n"] == len(expected)
+    assert j["mean"] == pytest.approx(sum(expected) / len(expected), rel=1e-9)
+    assert j["min"] == pytest.approx(expected[0]) and j["max"] == pytest.approx(expected[-1])

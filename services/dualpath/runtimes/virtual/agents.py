@@ -86,6 +86,11 @@ class Agent:
         """The first turn, now."""
         self._submit()
 
+    @property
+    def completed(self) -> bool:
+        """Every turn of the script ran (not cut short by `keep_going`)."""
+        return self._i >= len(self.script.turns)
+
     def _submit(self) -> None:
         if self._keep_going is not None and not self._keep_going():
             self._on_end()

@@ -61,6 +61,7 @@ class _Session:
         self.stop_time = 0.0
         self.arrived = 0
         self.finished = 0
+        self.trajectory_jct: list[float] = []  # arrival -> last token, completed agents
         self.turns = Turns(cluster, lambda: None)
         self._arrivals = iter(
             zip(online_arrivals(self.o.aps, len(scripts), sc.seed), scripts, strict=True)
@@ -92,7 +93,13 @@ class _Session:
             self.core.call_at(self._next_check, self._check)
 
     def _arrive(self) -> None:
-        agent = Agent(self.turns, self._script, self._agent_ended, keep_going=self.keep_going)
+        t = self.core.now()
+        agent = Agent(
+            self.turns,
+            self._script,
+            lambda: self._agent_ended(agent, t),
+            keep_going=self.keep_going,
+        )
         self.arrived += 1
         self._t_next, self._script = next(self._arrivals, (math.inf, self._script))
         agent.start()
@@ -106,8 +113,10 @@ class _Session:
         self._next_check += self.o.check_interval_s
         self.next_event()
 
-    def _agent_ended(self) -> None:
+    def _agent_ended(self, agent: Agent, arrived_at: float) -> None:
         self.finished += 1
+        if agent.completed:
+            self.trajectory_jct.append(self.core.now() - arrived_at)
         if self.reason is not None and self.finished == self.arrived:
             self.core.stop()
 
@@ -133,6 +142,7 @@ def run_online(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
         reason=s.reason or "",
         agents_arrived=s.arrived,
         agents_finished=s.finished,
+        trajectory_jct=s.trajectory_jct,
     )
     online["drain_s"] = end - s.stop_time
     return SimOutcome(cluster, end, time.perf_counter() - t0, workload, online)
