@@ -275,13 +275,11 @@ class Fabric:
             self._arm()
 
     def _advance(self, t_target: float) -> None:
-        """Complete every flow due by `t_target`, in time order, each batch at its own time."""
-        if self._pending:  # completion times and progress need the instant's rates
-            self._advancing = True
-            try:
-                self._flush()
-            finally:
-                self._advancing = False
+        """Complete every flow due by `t_target`, in time order, each batch at its own time.
+
+        A batch's completions and the starts its callbacks make share one re-share, with
+        whatever this instant already owed; up to then, the old rates are exact: they hold
+        until this instant."""
         due = self._due
         limit = t_target + tolerance(t_target)
         t_next = due.next_time()
@@ -291,12 +289,16 @@ class Fabric:
         try:
             while t_next <= limit:
                 t_ev = t_next if t_next > self._t else self._t
+                if self._pending and t_ev > self._pending_t:  # an earlier instant's, first
+                    self._flush()
+                    t_next = due.next_time()
+                    continue
                 batch = due.pop_due(t_ev)
                 if batch:
                     self._t = t_ev
                     self._complete(batch, t_ev)
-                    if self._pending:  # the callbacks' starts: one re-share for them all
-                        self._flush()
+                if self._pending:  # completion times need the new rates
+                    self._flush()
                 t_next = due.next_time()
         finally:
             self._advancing = False
@@ -307,7 +309,7 @@ class Fabric:
             flow.state, flow.left, flow.finished_at = DONE, 0.0, t
         self.active_flows -= len(batch)
         self.flows_completed += len(batch)
-        self._relax(t)  # one re-share for the whole batch, before anyone reacts
+        self._defer(t)  # one re-share for the batch and what its callbacks start (_advance)
         for flow in batch:
             callback, flow.on_done = flow.on_done, None
             if callback is not None:

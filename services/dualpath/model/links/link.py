@@ -216,6 +216,7 @@ class Flow:
 
     __slots__ = (
         "_fabric",
+        "_rate",
         "alloc",
         "cap",
         "covers",
@@ -226,7 +227,6 @@ class Flow:
         "left",
         "nbytes",
         "offer",
-        "_rate",
         "on_done",
         "started_at",
         "state",
