@@ -99,6 +99,7 @@ def bench_fabric(
             "links": len(fabric.links),
             "concurrency": concurrency,
             "relax_steps_per_flow": fabric.relax_steps / max(1, fabric.flows_started),
+            "reshares_per_flow": fabric.relaxes / max(1, fabric.flows_started),
             "cascade_truncations": fabric.cascade_truncations,
         }
 

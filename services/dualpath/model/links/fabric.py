@@ -37,6 +37,11 @@ class Fabric:
         self._advancing = False
         self._timer: TimerHandle | None = None
         self._timer_t = INF
+        # Starts and cancels of one instant re-share once, at its end (`_defer`, `flush`).
+        self._pending = False
+        self._pending_t = 0.0
+        self._flush_timer: TimerHandle | None = None
+        self.relaxes = 0  # re-shares run (cost diagnostics for the bench)
         # Closed form for a start on idle links (off: the general cascade, for tests).
         self.idle_shortcut = True
         self.flows_started = 0
@@ -91,6 +96,7 @@ class Fabric:
         if not rate_bps > 0 or math.isinf(rate_bps):
             raise ValueError(f"link {link.name!r}: rate must be a finite number > 0")
         t = self._enter()
+        self.flush()
         link.settle(t)
         if self._sharer.covering:
             self._sharer.stop_covering(list(self.links.values()))
@@ -106,7 +112,17 @@ class Fabric:
         if self._advancing:
             return self._t
         t = self._clock.now()
+        if self._pending and t > self._pending_t:  # the instant is over: its re-share first
+            self._flush()
         return t if t > self._t else self._t
+
+    def flush(self) -> None:
+        """Do the re-share owed for this instant's starts and cancels now, if any.
+
+        Reading a flow's `rate` or `remaining` does this; link statistics need not (until
+        the instant's end the old rates are the right ones, for a zero-length segment)."""
+        if self._pending:
+            self._flush()
 
     def start(
         self,
@@ -135,20 +151,22 @@ class Fabric:
             elif t > link.t_last:  # what settle() does on an idle link
                 link.t_last = t
         sharer = self._sharer
-        if idle and self.idle_shortcut and sharer.settled:
+        if idle and self.idle_shortcut and (sharer.settled or self._pending):
+            # (With a re-share owed, the queue holds this instant's other joins, on links
+            # this flow does not cross: idle links have no members to be queued for.)
             # The common case on a lightly loaded fabric: nothing to re-share, the flow runs
             # at its slowest hop. Same state and floats as join + relax + _apply_rates.
             rate = sharer.join_idle(flow)
             for link in path:
                 link.total_rate = rate  # 0.0 + rate: an idle link's rates are exact zeros
                 link.vl_rates[vl] = rate
-            flow.rate = rate
+            flow._rate = rate
             self._due.push_if_earlier(flow, t + flow.left / rate)
         else:
             for link in path:
                 link.vl_rates.setdefault(vl, 0.0)
             sharer.join(flow)
-            self._relax(t)
+            self._defer(t)
         self._leave_call()
         return flow
 
@@ -178,7 +196,7 @@ class Fabric:
         flow.state, flow.on_done, flow.finished_at = CANCELLED, None, t
         self.active_flows -= 1
         self.flows_cancelled += 1
-        self._relax(t)
+        self._defer(t)
         self._leave_call()
 
     def _validate(self, nbytes: float, hops: Sequence[Link], vl: int) -> tuple[Link, ...]:
@@ -204,6 +222,8 @@ class Fabric:
         if self._advancing:
             return self._t
         t = self._clock.now()
+        if self._pending and t > self._pending_t:  # a later instant: the last one's re-share
+            self._flush()
         if self._due.next_time() <= t + tolerance(t):
             self._advance(t)
         if t < self._t:  # noqa: PLR1730 - hot path: cheaper than a max() call
@@ -212,7 +232,36 @@ class Fabric:
         return t
 
     def _leave_call(self) -> None:
-        if not self._advancing:  # inside a completion batch the batch re-arms at its end
+        # Inside a completion batch the batch re-arms at its end; with a re-share owed the
+        # completion times are not known yet: the flush re-arms.
+        if not self._advancing and not self._pending:
+            self._arm()
+
+    def _defer(self, t: float) -> None:
+        """Owe a re-share at t (this instant) instead of running it now: every start and
+        cancel of the instant joins it, and it runs once, before anything can see a rate
+        (docs/links.md, "Same-instant starts share one re-share")."""
+        if self._pending:
+            return
+        self._pending = True
+        self._pending_t = t
+        if not self._advancing:  # a completion batch flushes after its callbacks itself
+            self._flush_timer = self._clock.call_at(t, self._on_flush)
+
+    def _on_flush(self) -> None:
+        self._flush_timer = None
+        if self._pending:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Run the owed re-share at the instant it is owed for, then re-arm."""
+        self._pending = False
+        timer = self._flush_timer
+        if timer is not None:
+            self._flush_timer = None
+            timer.cancel()
+        self._relax(self._pending_t)
+        if not self._advancing:
             self._arm()
 
     def _on_timer(self) -> None:
@@ -226,7 +275,11 @@ class Fabric:
             self._arm()
 
     def _advance(self, t_target: float) -> None:
-        """Complete every flow due by `t_target`, in time order, each batch at its own time."""
+        """Complete every flow due by `t_target`, in time order, each batch at its own time.
+
+        A batch's completions and the starts its callbacks make share one re-share, with
+        whatever this instant already owed; up to then, the old rates are exact: they hold
+        until this instant."""
         due = self._due
         limit = t_target + tolerance(t_target)
         t_next = due.next_time()
@@ -236,10 +289,16 @@ class Fabric:
         try:
             while t_next <= limit:
                 t_ev = t_next if t_next > self._t else self._t
+                if self._pending and t_ev > self._pending_t:  # an earlier instant's, first
+                    self._flush()
+                    t_next = due.next_time()
+                    continue
                 batch = due.pop_due(t_ev)
                 if batch:
                     self._t = t_ev
                     self._complete(batch, t_ev)
+                if self._pending:  # completion times need the new rates
+                    self._flush()
                 t_next = due.next_time()
         finally:
             self._advancing = False
@@ -250,7 +309,7 @@ class Fabric:
             flow.state, flow.left, flow.finished_at = DONE, 0.0, t
         self.active_flows -= len(batch)
         self.flows_completed += len(batch)
-        self._relax(t)  # one re-share for the whole batch, before anyone reacts
+        self._defer(t)  # one re-share for the batch and what its callbacks start (_advance)
         for flow in batch:
             callback, flow.on_done = flow.on_done, None
             if callback is not None:
@@ -279,7 +338,7 @@ class Fabric:
 
     def _detach(self, flow: Flow, t: float) -> None:
         """Take a flow off its links at t (settling its progress and the links' meters)."""
-        rate, vl = flow.rate, flow.vl
+        rate, vl = flow._rate, flow.vl
         flow.left = max(0.0, flow.left - rate * (t - flow.t_last))
         flow.t_last = t
         for link in flow.hops:
@@ -293,10 +352,11 @@ class Fabric:
                 link.total_rate = 0.0
                 link.vl_rates.clear()
         self._sharer.leave(flow)
-        flow.rate = 0.0
+        flow._rate = 0.0
 
     def _relax(self, t: float) -> None:
         """Re-share the links this event touched (bounded cascade), then apply new rates."""
+        self.relaxes += 1
         self._sharer.relax()
         self._apply_rates(t)
 
@@ -312,10 +372,10 @@ class Fabric:
             if flow.state != ACTIVE:
                 continue
             rate = min(flow.alloc)
-            delta = rate - flow.rate
+            delta = rate - flow._rate
             if delta == 0.0:
                 continue
-            flow.left = max(0.0, flow.left - flow.rate * (t - flow.t_last))
+            flow.left = max(0.0, flow.left - flow._rate * (t - flow.t_last))
             flow.t_last = t
             vl = flow.vl
             for link in flow.hops:
@@ -323,7 +383,7 @@ class Fabric:
                     link.settle(t)
                 link.total_rate += delta
                 link.vl_rates[vl] += delta
-            flow.rate = rate
+            flow._rate = rate
             if rate > 0.0:  # a later finish keeps the old, earlier entry (lazy re-queue)
                 push_if_earlier(flow, t + flow.left / rate)
 

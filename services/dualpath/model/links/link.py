@@ -216,6 +216,7 @@ class Flow:
 
     __slots__ = (
         "_fabric",
+        "_rate",
         "alloc",
         "cap",
         "covers",
@@ -227,7 +228,6 @@ class Flow:
         "nbytes",
         "offer",
         "on_done",
-        "rate",
         "started_at",
         "state",
         "t_last",
@@ -252,7 +252,7 @@ class Flow:
         self.started_at = t
         self.finished_at: float | None = None
         self.state = ACTIVE
-        self.rate = 0.0
+        self._rate = 0.0  # the fabric's own field; `rate` reads it after any owed re-share
         self.left = nbytes  # bytes still to move as of t_last
         self.t_last = t
         # A flow within this many bytes of the end is done: avoids float-drift stragglers.
@@ -266,7 +266,14 @@ class Flow:
 
     def __repr__(self) -> str:
         names = ",".join(h.name for h in self.hops)
-        return f"Flow({self.nbytes:.4g} B vl={self.vl} [{names}] rate={self.rate:.4g})"
+        return f"Flow({self.nbytes:.4g} B vl={self.vl} [{names}] rate={self._rate:.4g})"
+
+    @property
+    def rate(self) -> float:
+        """Bytes/s now: the minimum of the flow's shares, after the re-share the fabric owes
+        for starts deferred to the end of this instant (`Fabric.flush`)."""
+        self._fabric.flush()
+        return self._rate
 
     @property
     def done(self) -> bool:
@@ -281,8 +288,10 @@ class Flow:
         """Bytes still to move, extrapolated to the fabric's current time."""
         if self.state != ACTIVE:
             return 0.0 if self.state == DONE else self.left
-        elapsed = max(0.0, self._fabric.now() - self.t_last)
-        return max(0.0, self.left - self.rate * elapsed)
+        fabric = self._fabric
+        fabric.flush()
+        elapsed = max(0.0, fabric.now() - self.t_last)
+        return max(0.0, self.left - self._rate * elapsed)
 
     def cancel(self) -> None:
         """Stop the transfer; bytes already moved stay counted on every hop. Idempotent."""

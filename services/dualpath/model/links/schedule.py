@@ -53,7 +53,7 @@ class CompletionQueue:
             if flow.heap_t != te or flow.state != ACTIVE:
                 continue  # orphaned by an earlier entry, or the flow is gone
             flow.heap_t = INF
-            rate = flow.rate
+            rate = flow._rate
             if flow.left - rate * (t_ev - flow.t_last) <= flow.eps:
                 batch.append(flow)
             elif rate > 0.0:  # slowed down since this entry was pushed: queue its true end
