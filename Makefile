@@ -25,7 +25,7 @@ EXP_OUT ?= $(OUT)/experiments
 PROTO_FILES := $(wildcard proto/dualpath/rpc/v1/*.proto)
 
 .PHONY: help install run load sim test bench equivalence native lint proto docs clean distclean experiments-quick compose-test \
-	exp-offline-agents exp-pd-ratio exp-append-scale exp-ablation exp-balance exp-pd-range exp-online-capacity exp-scale exp-dram-tier
+	exp-offline-agents exp-pd-ratio exp-append-scale exp-gen-scale exp-ablation exp-balance exp-pd-range exp-online-capacity exp-scale exp-dram-tier
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -106,6 +106,7 @@ experiments-quick: $(STAMP) ## every experiment, tiny scenarios (a minute; NOT c
 	$(DUALPATH) experiment offline-agents --quick --jobs $(JOBS) --out $(EXP_OUT)
 	$(DUALPATH) experiment pd-ratio --quick --jobs $(JOBS) --out $(EXP_OUT)
 	$(DUALPATH) experiment append-scale --quick --jobs $(JOBS) --out $(EXP_OUT)
+	$(DUALPATH) experiment gen-scale --quick --jobs $(JOBS) --out $(EXP_OUT)
 	$(DUALPATH) experiment ablation --quick --jobs $(JOBS) --out $(EXP_OUT)
 	$(DUALPATH) experiment balance --quick --jobs $(JOBS) --out $(EXP_OUT)
 	$(DUALPATH) experiment pd-range --quick --jobs $(JOBS) --out $(EXP_OUT)
@@ -124,6 +125,10 @@ exp-pd-ratio: $(STAMP) ## Fig. 8 P/D ratio 1P1D/2P1D/1P2D, DS 27B (hours; resuma
 exp-append-scale: $(STAMP) ## Fig. 9 left: append-length scale x1..x3, DS 660B (hours)
 	$(TRY_NATIVE)
 	DUALPATH_NATIVE=1 $(DUALPATH) experiment append-scale --jobs $(JOBS) --out $(EXP_OUT)
+
+exp-gen-scale: $(STAMP) ## Fig. 9 right: generation-length scale x1..x3, DS 660B (hours)
+	$(TRY_NATIVE)
+	DUALPATH_NATIVE=1 $(DUALPATH) experiment gen-scale --jobs $(JOBS) --out $(EXP_OUT)
 
 exp-ablation: $(STAMP) ## Fig. 12 right: Basic, +layerwise, +dual path, +scheduler (hours)
 	$(TRY_NATIVE)

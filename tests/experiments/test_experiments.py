@@ -59,8 +59,8 @@ def quick_all(
 
 def test_registry_names_and_paper_figures() -> None:
     names = list(experiments())
-    assert names == ["offline-agents", "pd-ratio", "append-scale", "ablation", "balance",
-                     "pd-range", "online-capacity", "scale", "dram-tier"]  # fmt: skip
+    assert names == ["offline-agents", "pd-ratio", "append-scale", "gen-scale", "ablation",
+                     "balance", "pd-range", "online-capacity", "scale", "dram-tier"]  # fmt: skip
     figs = paper_figures()
     assert set(names) <= set(figs)
     assert all(f.source for entries in figs.values() for f in entries.values())

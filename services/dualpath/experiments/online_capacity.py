@@ -138,7 +138,8 @@ class OnlineCapacity(Experiment):
             table += _table_rows(arm, quick, results)
         rows += _table3_rows(quick, results)
         header = ["model", "policy", "APS", "stop", "t (s)", "TTFT (s)", "TTST (s)",
-                  "TPOT (ms)", "SLO", "trajectory JCT (s, Fig. 11)", "completed"]  # fmt: skip
+                  "TPOT (ms)", "SLO", "trajectory JCT (s, Fig. 11)", "completed",
+                  "from turns (s)"]  # fmt: skip
         setup = [QUICK_SETUP] if quick else [
             f"online, {MAX_LEN}, DS 660B 2P4D APS grid {GRIDS['ds660b']}, "
             f"DS 27B 1P1D APS grid {GRIDS['ds27b']}, policies {', '.join(POLICIES)}",
@@ -187,6 +188,7 @@ def _table_rows(arm: Arm, quick: bool, results: Results) -> list[list[str]]:
                 fmt(num(r, "online.trajectory_jct_s.mean") if pick(r, "online.trajectory_jct_s.n")
                     else None, 0),
                 _completed(r),
+                fmt(num(r, "online.trajectory_jct_from_turns_s"), 0),
             ])  # fmt: skip
     return out
 

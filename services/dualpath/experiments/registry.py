@@ -16,7 +16,7 @@ _RESERVED = "list"
 
 def _builtins() -> list[type[Experiment]]:
     from dualpath.experiments.ablation import Ablation
-    from dualpath.experiments.append_scale import AppendScale
+    from dualpath.experiments.append_scale import AppendScale, GenScale
     from dualpath.experiments.balance import Balance
     from dualpath.experiments.dram_tier import DramTier
     from dualpath.experiments.offline_agents import OfflineAgents
@@ -26,8 +26,8 @@ def _builtins() -> list[type[Experiment]]:
     from dualpath.experiments.scale import Scale
 
     return [
-        OfflineAgents, PdRatio, AppendScale, Ablation, Balance, PdRange, OnlineCapacity, Scale,
-        DramTier,
+        OfflineAgents, PdRatio, AppendScale, GenScale, Ablation, Balance, PdRange, OnlineCapacity,
+        Scale, DramTier,
     ]  # fmt: skip
 
 

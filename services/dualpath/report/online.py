@@ -114,15 +114,26 @@ def online_section(
     agents_arrived: int,
     agents_finished: int,
     trajectory_jct: Sequence[float] = (),
+    turns_per_trajectory: float = 0.0,
+    think_per_trajectory_s: float = 0.0,
 ) -> dict[str, Any]:
-    """The report's `online` block: the last window's latencies, the SLO verdict, and the
-    JCT of the trajectories that ran to their last turn (paper Fig. 11's metric)."""
+    """The report's `online` block: the last window's latencies, the SLO verdict, the JCT
+    of the trajectories that ran to their last turn (paper Fig. 11's metric), and that JCT
+    rebuilt from turns: `turns_per_trajectory` (mean over the agents that arrived) × the
+    last window's mean turn time, plus their mean think time (0 in the paper's setting).
+    The completed ones lean to short trajectories (a long one that arrived late is cut at
+    the stop); the rebuilt one does not, since a trajectory lasts its turns and thinks."""
     last = [r for r in records if stop_time - rule.window_s <= r.t_last < stop_time]
     window = {
         "ttft_s": _stats(ttft(r) for r in last),
         "ttst_s": _stats(ttst(r) for r in last),
         "tpot_s": _stats(tpot(r) for r in last),
+        "turn_s": _stats(r.t_last - r.arrival for r in last),
     }
+    turn_mean = window["turn_s"]["mean"]
+    from_turns = None
+    if last and turns_per_trajectory:
+        from_turns = turns_per_trajectory * turn_mean + think_per_trajectory_s
     ttft_mean, tpot_mean = window["ttft_s"]["mean"], window["tpot_s"]["mean"]
     met = (
         reason != TTFT_SLO_EXCEEDED
@@ -144,4 +155,6 @@ def online_section(
         "agents_finished": agents_finished,
         "trajectories_completed": len(trajectory_jct),
         "trajectory_jct_s": _stats(trajectory_jct),
+        "turns_per_trajectory": turns_per_trajectory,
+        "trajectory_jct_from_turns_s": from_turns,
     }

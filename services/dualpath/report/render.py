@@ -86,13 +86,22 @@ def _online_rows(o: dict[str, Any]) -> list[tuple[str, str]]:
 def _trajectory_rows(o: dict[str, Any]) -> list[tuple[str, str]]:
     """Paper Fig. 11's metric; older reports have no such field."""
     j = o.get("trajectory_jct_s")
-    if not j or not j["n"]:
-        return []
-    return [
-        ("trajectory JCT mean / p50 / p90",
-         f"{j['mean']:.0f} / {j['p50']:.0f} / {j['p90']:.0f} s "
-         f"({o['trajectories_completed']} of {o['agents_arrived']} ran every turn)"),
-    ]  # fmt: skip
+    rows: list[tuple[str, str]] = []
+    if j and j["n"]:
+        rows.append(
+            ("trajectory JCT mean / p50 / p90",
+             f"{j['mean']:.0f} / {j['p50']:.0f} / {j['p90']:.0f} s "
+             f"({o['trajectories_completed']} of {o['agents_arrived']} ran every turn)"),
+        )  # fmt: skip
+    rebuilt = o.get("trajectory_jct_from_turns_s")
+    if rebuilt is not None:
+        turn = o["window"]["turn_s"]["mean"]
+        rows.append(
+            ("trajectory JCT from turns",
+             f"{rebuilt:.0f} s ({o['turns_per_trajectory']:.1f} turns × {turn:.2f} s, "
+             f"the last {o['window_s']:.0f} s's mean turn)"),
+        )  # fmt: skip
+    return rows
 
 
 def _common_rows(r: dict[str, Any]) -> list[tuple[str, str]]:

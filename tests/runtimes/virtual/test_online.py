@@ -93,3 +93,25 @@ def test_trajectory_jct_is_arrival_to_last_token_of_completed_agents() -> None:
     assert j["n"] == len(expected)
     assert j["mean"] == pytest.approx(sum(expected) / len(expected), rel=1e-9)
     assert j["min"] == pytest.approx(expected[0]) and j["max"] == pytest.approx(expected[-1])
+
+
+def test_trajectory_jct_from_turns_is_turns_times_the_window_turn() -> None:
+    """The rebuilt Fig. 11 metric, checked against the workload and the request records:
+    the arrived agents' mean turns × the last window's mean turn time (no think time)."""
+    from dualpath.runtimes.virtual.online import run_online
+
+    sc = _online("online.aps=0.2", "online.max_duration_s=240")
+    out = run_online(sc)
+    o = out.online
+    assert o is not None
+    arrived = out.workload.scripts[: o["agents_arrived"]]
+    turns = sum(len(s.turns) for s in arrived) / len(arrived)
+    assert o["turns_per_trajectory"] == pytest.approx(turns)
+    window = [
+        r.t_last - r.arrival
+        for r in out.cluster.metrics.requests
+        if o["stop_time_s"] - o["window_s"] <= r.t_last < o["stop_time_s"]
+    ]
+    assert o["window"]["turn_s"]["n"] == len(window) > 0
+    turn_mean = sum(window) / len(window)
+    assert o["trajectory_jct_from_turns_s"] == pytest.approx(turns * turn_mean, rel=1e-9)

@@ -62,6 +62,8 @@ class _Session:
         self.arrived = 0
         self.finished = 0
         self.trajectory_jct: list[float] = []  # arrival -> last token, completed agents
+        self.turns_arrived = 0  # turns in the trajectories of the agents that arrived
+        self.think_arrived = 0.0  # and their think time
         self.turns = Turns(cluster, lambda: None)
         self._arrivals = iter(
             zip(online_arrivals(self.o.aps, len(scripts), sc.seed), scripts, strict=True)
@@ -101,6 +103,8 @@ class _Session:
             keep_going=self.keep_going,
         )
         self.arrived += 1
+        self.turns_arrived += len(self._script.turns)
+        self.think_arrived += sum(turn.think_s for turn in self._script.turns)
         self._t_next, self._script = next(self._arrivals, (math.inf, self._script))
         agent.start()
         self.next_event()
@@ -143,6 +147,8 @@ def run_online(sc: Scenario, progress: Progress | None = None) -> SimOutcome:
         agents_arrived=s.arrived,
         agents_finished=s.finished,
         trajectory_jct=s.trajectory_jct,
+        turns_per_trajectory=s.turns_arrived / s.arrived if s.arrived else 0.0,
+        think_per_trajectory_s=s.think_arrived / s.arrived if s.arrived else 0.0,
     )
     online["drain_s"] = end - s.stop_time
     return SimOutcome(cluster, end, time.perf_counter() - t0, workload, online)
