@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -26,6 +27,7 @@ from dualpath.model.blocks import BlockRange
 from dualpath.model.core.clock import TimerHandle
 from dualpath.model.engines.context import EngineContext, RequestHook
 from dualpath.model.entities.request import EngineState, Request
+from dualpath.model.entities.steps import INTER_TOKEN_LATENCY, EngineSteps
 from dualpath.model.links import Link
 from dualpath.model.policies.base import release_decode
 
@@ -37,15 +39,24 @@ ProgressHook = Callable[[Request, int, int, float, float], None]
 class _Batch:
     """One DE's running requests and the sums a decode step's roofline needs."""
 
-    __slots__ = ("a2a_pending", "att_sum", "ctx_sum", "engine", "growing", "reqs")
+    __slots__ = (
+        "a2a_pending", "att_sum", "ctx_sum", "eid", "engine", "fresh", "growing", "nbytes",
+        "reqs", "rx", "steps", "t", "tx",
+    )  # fmt: skip
 
-    def __init__(self, engine: EngineState) -> None:
+    def __init__(self, engine: EngineState, tx: Link, rx: Link) -> None:
         self.engine = engine
+        self.eid = engine.engine_id
+        self.tx, self.rx = tx, rx  # the GPU's CNIC (fixed: the hardware is built once)
         self.reqs: dict[int, Request] = {}
         self.ctx_sum = 0  # Σ context over the batch at the unit's current step
         self.att_sum = 0  # Σ attended keys (DSA caps each at top-k)
         self.growing = 0  # requests whose attended keys still grow by one per step
         self.a2a_pending = 0.0  # all-to-all bytes of steps already run, not yet on the CNIC
+        self.fresh = 0  # requests that joined at the start of the current chunk
+        self.t = 0.0  # the current chunk's step time on this DE, and its all-to-all bytes
+        self.nbytes = 0.0
+        self.steps: EngineSteps | None = None  # the metrics' figures, once it has any
 
 
 class DecodeBatch(NamedTuple):
@@ -68,7 +79,10 @@ class DecodeUnit:
     ) -> None:
         self.ctx = ctx
         self.engines = list(engines)
-        self._batches = {e.engine_id: _Batch(e) for e in engines}
+        gpus = [ctx.hw.gpu_of(e) for e in engines]
+        self._batches = {
+            e.engine_id: _Batch(e, g.cnic_tx, g.cnic_rx) for e, g in zip(engines, gpus, strict=True)
+        }
         self.step = 0  # decode steps this unit has completed
         self._finish: list[tuple[int, int, Request]] = []  # (last step, rid, request)
         self._joining: list[Request] = []
@@ -80,7 +94,7 @@ class DecodeUnit:
         self._t0 = 0.0
         self._step_s = 0.0
         self._k = 0
-        self._per_engine: list[tuple[str, float, float]] = []
+        self._live: list[_Batch] = []  # the chunk's non-empty batches, in engine order
         self._timer: TimerHandle | None = None
         self._cut = False
         self._on_done = on_done
@@ -149,11 +163,11 @@ class DecodeUnit:
         ctx = self.ctx
         k = min(ctx.engine.decode_chunk_steps, self._finish[0][0] - self.step)
         k = max(1, min(k, self._next_flush - self.step))
-        step, per_engine = self._step_time(k)
+        step, live = self._step_time(k)
         t0 = ctx.clock.now()
         if self._on_progress is not None:
             self._announce(self._on_progress, t0, step, k)
-        self._t0, self._step_s, self._k, self._per_engine = t0, step, k, per_engine
+        self._t0, self._step_s, self._k, self._live = t0, step, k, live
         self._cut = False
         self._timer = ctx.clock.call_at(t0 + k * step, self._full)
 
@@ -163,12 +177,8 @@ class DecodeUnit:
     def _ended(self, steps: int) -> None:
         """The chunk's `steps` steps are done: account them, then the next chunk."""
         self._timer = None
-        ctx = self.ctx
-        ctx.metrics.decode_chunks += 1
-        for eid, t, a2a_bytes in self._per_engine:
-            ctx.metrics.add_busy(eid, t * steps)
-            self._batches[eid].a2a_pending += a2a_bytes * steps
-        self._record_steps(self._t0, self._step_s, steps)
+        self.ctx.metrics.decode_chunks += 1
+        self._account(self._t0, self._step_s, steps)
         self._advance(self._t0, self._step_s, steps)
         self._next_chunk()
 
@@ -182,31 +192,45 @@ class DecodeUnit:
             req.att_join = self.ctx.roofline.attended(req.prompt)
             b.att_sum += req.att_join
             b.growing += req.att_join == req.prompt
+            b.fresh += 1
             heapq.heappush(self._finish, (self.step + req.gen - 1, req.rid, req))
         self._fresh = self._joining
         self._joining = []
 
-    def _record_steps(self, t0: float, step: float, steps: int) -> None:
-        """vLLM's per-step figures: each step of an engine makes one token per request in
-        its batch (the batch is fixed within a chunk), one step apart. A request's first
-        token of the chunk follows its previous one, made at the end of the previous chunk
-        (on a real clock a chunk may start a little after that one ended), or the PE's
-        first token for a request that just joined, its KV hand-over included."""
+    def _account(self, t0: float, step: float, steps: int) -> None:
+        """One pass over the chunk's DEs (the batches are fixed within a chunk): busy time,
+        all-to-all bytes, the step figures, and the batch sums advanced by `steps` steps.
+
+        vLLM's per-step figures: each step of an engine makes one token per request in
+        its batch, one step apart. A request's first token of the chunk follows its previous
+        one, made at the end of the previous chunk (on a real clock a chunk may start a
+        little after that one ended), or the PE's first token for a request that just
+        joined, its KV hand-over included. Every float sum gets the same additions in the
+        same order as one `Hist.add` / `add_busy` per figure would (reports stay bit-identical).
+        """
         metrics = self.ctx.metrics
-        fresh: dict[str, int] = {}
         for req in self._fresh:
-            assert req.de is not None
-            eid = req.de.engine_id
-            fresh[eid] = fresh.get(eid, 0) + 1
-            metrics.steps_of(eid).inter_token.add(t0 + step - req.t_first)
-        for eid, b in self._batches.items():
-            n = len(b.reqs)
-            if n:
-                got = metrics.steps_of(eid)
-                got.iteration_tokens.add(n, steps)
-                got.inter_token.add(t0 + step - self._t_end, n - fresh.get(eid, 0))
-                got.inter_token.add(step, n * (steps - 1))
+            self._steps_of(self._batch_of(req)).inter_token.add(t0 + step - req.t_first)
+        busy = metrics.busy_s
+        gap = t0 + step - self._t_end
+        gap_bucket = bisect_left(INTER_TOKEN_LATENCY, gap)
+        step_bucket = bisect_left(INTER_TOKEN_LATENCY, step)
+        for b in self._live:
+            eid, n = b.eid, len(b.reqs)
+            busy[eid] = busy.get(eid, 0.0) + b.t * steps
+            b.a2a_pending += b.nbytes * steps
+            got = b.steps if b.steps is not None else self._steps_of(b)
+            got.add_decode_chunk(n, steps, gap, n - b.fresh, gap_bucket, step, step_bucket)
+            b.fresh = 0
+            b.ctx_sum += n * steps
+            b.att_sum += b.growing * steps
         self._t_end = t0 + steps * step
+
+    def _steps_of(self, b: _Batch) -> EngineSteps:
+        got = b.steps
+        if got is None:
+            got = b.steps = self.ctx.metrics.steps_of(b.eid)
+        return got
 
     def _announce(self, hook: ProgressHook, t0: float, step: float, k: int) -> None:
         """Tell the runtime the tokens this chunk produces (told now, not when the chunk
@@ -219,14 +243,18 @@ class DecodeUnit:
                 if end > done:
                     hook(req, end, end - done, t0 + (end - done) * step, step)
 
-    def _step_time(self, k: int) -> tuple[float, list[tuple[str, float, float]]]:
-        """Lockstep: the slowest GPU sets the step (its compute, or its all-to-all)."""
+    def _step_time(self, k: int) -> tuple[float, list[_Batch]]:
+        """Lockstep: the slowest GPU sets the step (its compute, or its all-to-all). Each
+        non-empty batch keeps its own step time and all-to-all bytes for `_account`."""
         ctx = self.ctx
         rl = ctx.roofline
         mid = (k - 1) // 2
         longest = 0.0
-        per_engine: list[tuple[str, float, float]] = []
+        live: list[_Batch] = []
         a2a = self._a2a
+        vl = ctx.vl
+        iso, hl = vl.isolation, vl.high_limit * 4096
+        den = hl + vl.mtu_bytes
         for b in self._batches.values():
             n = len(b.reqs)
             if not n:
@@ -236,34 +264,36 @@ class DecodeUnit:
             if nbytes is None:
                 nbytes = a2a[n] = ctx.a2a_bytes(n, rl.layers)
             if nbytes > 0:
-                gpu = ctx.hw.gpu_of(b.engine)
-                rate = min(self._model_rate(gpu.cnic_tx), self._model_rate(gpu.cnic_rx))
-                t = max(t, nbytes / rate)
-            per_engine.append((b.engine.engine_id, t, nbytes))
-            longest = max(longest, t)
-        return longest, per_engine
-
-    def _model_rate(self, link: Link) -> float:
-        """Rate a decode step's all-to-all gets on a CNIC given the flows on it now (one
-        step's traffic is too small and too frequent to time as its own flow)."""
-        vl = self.ctx.vl
-        kv = link.active_flows
-        if not kv:
-            return link.rate
-        if vl.isolation:
-            hl = vl.high_limit * 4096
-            return link.rate * hl / (hl + vl.mtu_bytes)
-        return link.rate / (1 + kv)
+                # The rate the step's all-to-all gets on each CNIC direction given the flows
+                # on it now (one step's traffic is too small and too frequent to time as its
+                # own flow): with VL isolation the high-priority VL's share, else an equal
+                # share with every KV flow. Inlined, and min/max as comparisons (the same
+                # floats, 90 ns less each in CPython): this runs per DE per chunk.
+                link = b.tx
+                kv = link.active_flows
+                rate = (
+                    link.rate if not kv else link.rate * hl / den if iso else link.rate / (1 + kv)
+                )
+                link = b.rx
+                kv = link.active_flows
+                r = link.rate if not kv else link.rate * hl / den if iso else link.rate / (1 + kv)
+                if r < rate:  # noqa: PLR1730
+                    rate = r
+                r = nbytes / rate
+                if r > t:  # noqa: PLR1730
+                    t = r
+            b.t = t
+            b.nbytes = nbytes
+            live.append(b)
+            if t > longest:  # noqa: PLR1730
+                longest = t
+        return longest, live
 
     def _advance(self, t0: float, step: float, steps: int) -> None:
         for req in self._fresh:
             req.t_second = t0 + step
         self._fresh = []
-        self.step += steps
-        for b in self._batches.values():
-            n = len(b.reqs)
-            b.ctx_sum += n * steps
-            b.att_sum += b.growing * steps
+        self.step += steps  # (the batch sums were advanced by `_account`)
         while self._finish and self._finish[0][0] <= self.step:
             last, _, req = heapq.heappop(self._finish)
             req.t_last = t0 + (last - (self.step - steps)) * step
@@ -273,8 +303,10 @@ class DecodeUnit:
         if self.step >= self._next_flush:
             self._next_flush = self.step + self.ctx.engine.decode_chunk_steps
             for b in self._batches.values():
-                self._persist(list(b.reqs.values()), b.engine)
-                self._flush_a2a(b)
+                if b.reqs:
+                    self._persist_batch(b)
+                if b.a2a_pending > 0:
+                    self._flush_a2a(b)
 
     def _flush_a2a(self, b: _Batch) -> None:
         """Put the all-to-all of the steps just run on the CNIC's high-priority VL.
@@ -286,8 +318,7 @@ class DecodeUnit:
         if b.a2a_pending <= 0:
             return
         ctx = self.ctx
-        gpu = ctx.hw.gpu_of(b.engine)
-        ctx.hw.fabric.start(b.a2a_pending, [gpu.cnic_tx, gpu.cnic_rx], ctx.vl.model_vl)
+        ctx.hw.fabric.start(b.a2a_pending, [b.tx, b.rx], ctx.vl.model_vl)
         b.a2a_pending = 0.0
 
     def _leave(self, req: Request) -> None:
@@ -315,19 +346,38 @@ class DecodeUnit:
 
     def _persist(self, reqs: list[Request], de: EngineState) -> None:
         """Persist every block that has filled since the last call, as one transfer."""
-        ctx = self.ctx
-        bt = ctx.engine.block_tokens
+        bt = self.ctx.engine.block_tokens
         ranges: list[BlockRange] = []
         for r in reqs:
             full = (r.prompt + self._generated(r) - 1) // bt  # the newest token has no KV yet
             if full > r.persisted_blocks:
-                ranges.append(BlockRange(r.session, r.persisted_blocks, full))
-                r.persisted_blocks = full
-                if ctx.tier is not None:  # the prompt KV came through this DRAM, the rest now
-                    ctx.tier.fill(de.node.name, r.session, 0, full)
-        if not ranges:
-            return
-        nbytes = sum(rng.nblocks for rng in ranges) * ctx.full_block_bytes
+                self._filled(r, full, de, ranges)
+        if ranges:
+            self._ship_ranges(ranges, de)
+
+    def _persist_batch(self, b: _Batch) -> None:
+        """`_persist` of a DE's whole running batch (each flush): every request is in the
+        batch, so its tokens come from the unit's step counter, as `_generated` finds."""
+        bt = self.ctx.engine.block_tokens
+        step = self.step
+        ranges: list[BlockRange] = []
+        for r in b.reqs.values():
+            done = 1 + step - r.join_step
+            full = (r.prompt + (done if done < r.gen else r.gen) - 1) // bt
+            if full > r.persisted_blocks:
+                self._filled(r, full, b.engine, ranges)
+        if ranges:
+            self._ship_ranges(ranges, b.engine)
+
+    def _filled(self, r: Request, full: int, de: EngineState, ranges: list[BlockRange]) -> None:
+        ranges.append(BlockRange(r.session, r.persisted_blocks, full))
+        r.persisted_blocks = full
+        tier = self.ctx.tier
+        if tier is not None:  # the prompt KV came through this DRAM, the rest now
+            tier.fill(de.node.name, r.session, 0, full)
+
+    def _ship_ranges(self, ranges: list[BlockRange], de: EngineState) -> None:
+        nbytes = sum(rng.nblocks for rng in ranges) * self.ctx.full_block_bytes
         self.ship(ranges, nbytes, de)
 
     def ship(self, ranges: list[BlockRange], nbytes: float, de: EngineState) -> None:

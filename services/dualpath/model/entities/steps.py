@@ -79,3 +79,29 @@ class EngineSteps:
     iteration_tokens: Hist = field(default_factory=lambda: Hist(ITERATION_TOKENS))
     inter_token: Hist = field(default_factory=lambda: Hist(INTER_TOKEN_LATENCY))
     preemptions: int = 0
+
+    def add_decode_chunk(
+        self, batch: int, steps: int, gap: float, gap_count: int, gap_bucket: int, step: float,
+        step_bucket: int,
+    ) -> None:  # fmt: skip
+        """One decode chunk of `steps` steps of `batch` requests in one call (the decode unit
+        makes it per engine per chunk): the same additions, in the same order, as
+        `iteration_tokens.add(batch, steps)`, `inter_token.add(gap, gap_count)` and
+        `inter_token.add(step, batch * (steps - 1))`, so the float sums are the same to the
+        last bit. The inter-token buckets come from the caller (`INTER_TOKEN_LATENCY`), who
+        finds them once per chunk for all its engines."""
+        it = self.iteration_tokens
+        if steps > 0:
+            it.counts[bisect_left(it.bounds, batch)] += steps
+            it.total += batch * steps
+            it.n += steps
+        itl = self.inter_token
+        if gap_count > 0:
+            itl.counts[gap_bucket] += gap_count
+            itl.total += gap * gap_count
+            itl.n += gap_count
+        step_count = batch * (steps - 1)
+        if step_count > 0:
+            itl.counts[step_bucket] += step_count
+            itl.total += step * step_count
+            itl.n += step_count
