@@ -264,29 +264,12 @@ class DecodeUnit:
             if nbytes is None:
                 nbytes = a2a[n] = ctx.a2a_bytes(n, rl.layers)
             if nbytes > 0:
-                # The rate the step's all-to-all gets on each CNIC direction given the flows
-                # on it now (one step's traffic is too small and too frequent to time as its
-                # own flow): with VL isolation the high-priority VL's share, else an equal
-                # share with every KV flow. Inlined, and min/max as comparisons (the same
-                # floats, 90 ns less each in CPython): this runs per DE per chunk.
-                link = b.tx
-                kv = link.active_flows
-                rate = (
-                    link.rate if not kv else link.rate * hl / den if iso else link.rate / (1 + kv)
-                )
-                link = b.rx
-                kv = link.active_flows
-                r = link.rate if not kv else link.rate * hl / den if iso else link.rate / (1 + kv)
-                if r < rate:  # noqa: PLR1730
-                    rate = r
-                r = nbytes / rate
-                if r > t:  # noqa: PLR1730
-                    t = r
+                rate = min(_model_rate(b.tx, iso, hl, den), _model_rate(b.rx, iso, hl, den))
+                t = max(t, nbytes / rate)
             b.t = t
             b.nbytes = nbytes
             live.append(b)
-            if t > longest:  # noqa: PLR1730
-                longest = t
+            longest = max(longest, t)
         return longest, live
 
     def _advance(self, t0: float, step: float, steps: int) -> None:
@@ -304,7 +287,7 @@ class DecodeUnit:
             self._next_flush = self.step + self.ctx.engine.decode_chunk_steps
             for b in self._batches.values():
                 if b.reqs:
-                    self._persist_batch(b)
+                    self._persist(list(b.reqs.values()), b.engine)
                 if b.a2a_pending > 0:
                     self._flush_a2a(b)
 
@@ -355,20 +338,6 @@ class DecodeUnit:
         if ranges:
             self._ship_ranges(ranges, de)
 
-    def _persist_batch(self, b: _Batch) -> None:
-        """`_persist` of a DE's whole running batch (each flush): every request is in the
-        batch, so its tokens come from the unit's step counter, as `_generated` finds."""
-        bt = self.ctx.engine.block_tokens
-        step = self.step
-        ranges: list[BlockRange] = []
-        for r in b.reqs.values():
-            done = 1 + step - r.join_step
-            full = (r.prompt + (done if done < r.gen else r.gen) - 1) // bt
-            if full > r.persisted_blocks:
-                self._filled(r, full, b.engine, ranges)
-        if ranges:
-            self._ship_ranges(ranges, b.engine)
-
     def _filled(self, r: Request, full: int, de: EngineState, ranges: list[BlockRange]) -> None:
         ranges.append(BlockRange(r.session, r.persisted_blocks, full))
         r.persisted_blocks = full
@@ -403,3 +372,15 @@ class DecodeUnit:
         if req.done is not None:
             req.done.set_result(None)
         self._on_done(req)
+
+
+def _model_rate(link: Link, isolation: bool, high: float, denominator: float) -> float:
+    """Rate a decode step's all-to-all gets on a CNIC given the flows on it now (one step's
+    traffic is too small and too frequent to time as its own flow): with VL isolation the
+    high-priority VL's share (`high` / `denominator`), else an equal share with every KV flow."""
+    kv = link.active_flows
+    if not kv:
+        return link.rate
+    if isolation:
+        return link.rate * high / denominator
+    return link.rate / (1 + kv)
