@@ -304,6 +304,15 @@ def test_online_capacity_bisects_between_pass_and_fail(
     col = probes_table.header.index("trajectory JCT (s, Fig. 11)")
     jcts = [row[col] for row in probes_table.rows if row[col] != "—"]
     assert jcts and all(float(j.replace(",", "")) > 0 for j in jcts)
+    # Fig. 12 (left): each DS 660B probe's four TTFT shares, which sum to the whole TTFT
+    stages = next(t for t in outcome.summary.tables if t.title.startswith("Fig. 12"))
+    assert len(stages.rows) >= 2 * len(QUICK_GRID)
+    for row in stages.rows:
+        shares = [float(v) for v in row[3:]]
+        assert abs(sum(shares) - 100.0) < 0.5, row
+    fig12 = [r for r in outcome.summary.rows if r.figure == "Fig. 12 left"]
+    assert [r.paper for r in fig12] == [73, 6]  # Basic's scheduling, DualPath's allocating
+    assert all(r.ours is not None and 0.0 <= r.ours <= 100.0 for r in fig12)
 
 
 def test_capacity_bracket() -> None:

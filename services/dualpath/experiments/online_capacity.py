@@ -22,7 +22,8 @@ NAME = "online-capacity"
 POLICIES = ("basic", "dualpath")
 MAX_LEN = "64k"
 # Grids bracket the paper's capacities (DS 660B DualPath serves 0.4 APS in Table 3).
-GRIDS: dict[str, tuple[float, ...]] = {"ds660b": (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0),
+# 0.25 is Fig. 12 (left)'s one labelled APS (its TTFT stages are read there).
+GRIDS: dict[str, tuple[float, ...]] = {"ds660b": (0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.7, 1.0),
                                        "ds27b": (0.1, 0.2, 0.4, 0.8, 1.6)}  # fmt: skip
 QUICK_GRID = (0.05, 0.4, 1.6)
 # Full runs keep the paper's window (150 s) and look-back (30 min); an unsteady run is cut
@@ -34,6 +35,11 @@ QUICK_ONLINE = {"window_s": 20.0, "lookback_s": 40.0, "max_duration_s": 90.0, "s
 REFINE_STEPS = {True: 1, False: 2}
 TOLERANCE = {True: 0.5, False: 0.1}  # stop bisecting when fail/pass <= 1 + this
 TABLE3_APS = 0.4
+FIG12_APS = 0.25  # Fig. 12 (left): Basic's scheduling share and DualPath's allocating share
+# (policy, our stage, paper_figures key) compared at FIG12_APS
+FIG12_ROWS = (("basic", "scheduling", "fig12_basic_scheduling"),
+              ("dualpath", "allocating", "fig12_dualpath_allocating"))  # fmt: skip
+STAGES = ("scheduling", "allocating", "reading", "prefill")  # the paper's four (Fig. 12 left)
 RATIO_KEYS = {"ds660b": "capacity_ratio_660b", "ds27b": "capacity_ratio_27b"}
 ARMS = (ARM_660B, ARM_27B)
 
@@ -137,6 +143,7 @@ class OnlineCapacity(Experiment):
             rows.append(paper_row(NAME, RATIO_KEYS[arm.slug], ratio, note, quick=quick))
             table += _table_rows(arm, quick, results)
         rows += _table3_rows(quick, results)
+        rows += _fig12_rows(quick, results)
         header = ["model", "policy", "APS", "stop", "t (s)", "TTFT (s)", "TTST (s)",
                   "TPOT (ms)", "SLO", "trajectory JCT (s, Fig. 11)", "completed",
                   "from turns (s)"]  # fmt: skip
@@ -155,6 +162,12 @@ class OnlineCapacity(Experiment):
                     capacity,
                 ),
                 Table("Probes (last-window means)", header, table),
+                Table(
+                    f"Fig. 12 (left) — TTFT stages, {ARM_660B.name(quick)} (shares of the "
+                    "run's mean TTFT, all turns; docs/report.md)",
+                    ["policy", "APS", "TTFT (s)", *[f"{s} (%)" for s in STAGES]],
+                    _stage_rows(quick, results),
+                ),
             ],
             plots=[Plot("online.png", "TTFT / TTST / TPOT vs APS", _draw(quick, results))],
             setup=setup,
@@ -207,6 +220,40 @@ def _table3_rows(quick: bool, results: Results) -> list[Row]:
         paper_row(NAME, f"table3_{m}", num(r, f"online.window.{m}_s.mean"), note, quick=quick)
         for m in ("ttft", "ttst", "tpot")
     ]
+
+
+def _stages(report: Any) -> dict[str, float | None]:
+    """A probe's TTFT shares in the paper's four stages (report `bounds.ttft_stages`)."""
+    share = pick(report, "bounds.ttft_stages.share")
+    if not isinstance(share, dict):
+        return dict.fromkeys(STAGES)
+    return {k: share.get(k) if isinstance(share.get(k), int | float) else None for k in STAGES}
+
+
+def _stage_rows(quick: bool, results: Results) -> list[list[str]]:
+    out = []
+    for pol in POLICIES:
+        for aps in sorted(_probes(ARM_660B, quick, pol, results)):
+            r = results[_key(ARM_660B, quick, pol, aps)]
+            shares = _stages(r)
+            out.append([
+                pol, f"{aps:g}", fmt(num(r, "latency.ttft_s.mean"), 3),
+                *[fmt(None if v is None else v * 100.0, 1) for v in shares.values()],
+            ])  # fmt: skip
+    return out
+
+
+def _fig12_rows(quick: bool, results: Results) -> list[Row]:
+    """Fig. 12 (left)'s two readings at APS 0.25, in % of the mean TTFT."""
+    aps = QUICK_GRID[1] if quick else FIG12_APS
+    rows = []
+    for pol, stage, fig in FIG12_ROWS:
+        r = results.get(_key(ARM_660B, quick, pol, aps))
+        note = f"{ARM_660B.name(quick)} {pol} at {aps:g} APS, whole run"
+        share = _stages(r)[stage] if r else None
+        pct = None if share is None else share * 100.0
+        rows.append(paper_row(NAME, fig, pct, note, quick=quick))
+    return rows
 
 
 def _draw(quick: bool, results: Results) -> Any:
