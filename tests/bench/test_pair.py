@@ -61,3 +61,23 @@ def test_a_real_pair_against_head(trees_dir: Path, tmp_path: Path) -> None:
     assert old["turns"] == new["turns"] > 0 and old["emulated_s"] == new["emulated_s"]
     assert 0 < old["sim_cpu_s"] < old["cpu_s"] and res["compiled"] is False
     assert res["counted"] == "CPU inside simulate" and res["ratio_old_over_new"] > 0
+
+
+@pytest.mark.skipif(
+    shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs a git checkout"
+)
+def test_a_cached_tree_left_by_another_clone_is_checked_out_again(trees_dir: Path) -> None:
+    from dualpath.bench.trees import _orphaned, checkout, resolve_commit
+
+    sha = resolve_commit("HEAD")
+    stale = trees_dir / sha
+    stale.mkdir(parents=True)  # what a fresh clone finds: a `.git` link to metadata now gone
+    (stale / ".git").write_text(f"gitdir: {trees_dir / 'gone' / '.git' / 'worktrees' / sha}\n")
+    (stale / "left-over").write_text("from the old clone")
+    tree = checkout("HEAD")
+    assert tree.commit == sha and (tree.services / "dualpath" / "__main__.py").is_file()
+    assert not (stale / "left-over").exists()
+    foreign = trees_dir / "not-ours"  # a folder that is not a dangling worktree stays as it is
+    foreign.mkdir()
+    (foreign / ".git").write_text("not a link")
+    assert not _orphaned(foreign) and not _orphaned(trees_dir / "missing")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -118,6 +119,8 @@ def checkout(ref: str, label: str = "old") -> Tree:
     """`ref` checked out (detached, read-only use) in the cache; reused when already there."""
     sha = resolve_commit(ref)
     path = trees_dir() / sha
+    if _orphaned(path):  # made by another clone, or its repository moved: check out again
+        shutil.rmtree(path)
     if not (path / ".git").exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         _git(repo_root(), "worktree", "prune")  # a cache folder deleted by hand
@@ -128,6 +131,19 @@ def checkout(ref: str, label: str = "old") -> Tree:
     if not (path / "services" / "dualpath" / "__main__.py").is_file():
         raise TreeError(f"commit {sha[:12]} has no services/dualpath/__main__.py (no CLI)")
     return Tree(label, path / "services", sha)
+
+
+def _orphaned(path: Path) -> bool:
+    """A cached worktree whose repository no longer knows it: its `.git` file points at
+    worktree metadata that is gone (the cache outlived the clone that made it). Only such a
+    folder is removed: anything else in the cache stays and is checked as before."""
+    link = path / ".git"
+    if not link.is_file():
+        return False
+    text = link.read_text(encoding="utf-8", errors="replace").strip()
+    if not text.startswith("gitdir:"):
+        return False
+    return not Path(text.removeprefix("gitdir:").strip()).is_dir()
 
 
 def child_env(tree: Tree, native: bool) -> dict[str, str]:
