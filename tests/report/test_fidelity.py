@@ -256,8 +256,22 @@ def test_the_short_first_prompt_lowers_the_start_up_work_and_costs_table2() -> N
     assert short["context"] < 0.97 * 32_721  # Context does not: the reading's cost
 
 
+def test_the_short_first_prompt_at_48k_holds_table2_as_at_64k() -> None:
+    """Fig. 15 and the scale rows run at 48K: the same reading, fitted to that row."""
+    from dualpath.model.workload.stats import trajectory_stats
+    from dualpath.model.workload.synthetic import short_first_trajectories, synthetic_trajectories
+
+    today = trajectory_stats(synthetic_trajectories(48 * 1024, 500, 0))
+    short = trajectory_stats(short_first_trajectories(48 * 1024, 500, 0))
+    assert short["first_append"] == pytest.approx(2_789, rel=0.05)
+    assert short["first_append"] < 0.35 * today["first_append"]
+    assert short["turns"] == pytest.approx(106, rel=0.05)  # Table 2's 48K row
+    assert short["gen"] == pytest.approx(172, rel=0.05)
+    assert short["context"] < 0.97 * 25_120  # the reading's cost, as at 64K
+
+
 def test_the_short_first_prompt_refuses_a_maxlen_it_was_not_fitted_for() -> None:
     from dualpath.model.workload.synthetic import short_first_trajectories
 
-    with pytest.raises(ValueError, match=r"synthetic-short-first.*64k only"):
-        short_first_trajectories(48 * 1024, 4, 0)
+    with pytest.raises(ValueError, match=r"synthetic-short-first.*48k, 64k only"):
+        short_first_trajectories(32 * 1024, 4, 0)

@@ -176,7 +176,7 @@ def test_bad_setting(item: str, needle: str) -> None:
         (["topology.decode_nodes=1", "topology.decode_nodes.x=2"], "not a section"),
         (["workload.source=mooncake", "workload.trace=/no/such.jsonl"], "workload.trace"),
         (["workload.source=synthetic-pooled", "workload.max_len=48k"], "64k only"),
-        (["workload.source=synthetic-short-first", "workload.max_len=32k"], "64k only"),
+        (["workload.source=synthetic-short-first", "workload.max_len=32k"], "48k, 64k only"),
     ],
 )
 def test_bad_combination(sets: list[str], needle: str) -> None:

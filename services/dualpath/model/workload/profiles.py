@@ -57,10 +57,12 @@ def pooled_profile_for(max_len: int) -> TraceProfile:
 # spread, turns_median) refitted to the 64K row: fit.nelder_mead on fit.table2_loss,
 # n=2000, seed 0, 120 iterations, from PROFILES[64K] with `first` replaced; rounded to four
 # significant digits. Table 2 then moves (n=4000, seed 0): Turns
-# -1.9 %, Append -1.7 %, Gen -0.5 %, Total +6.5 %, Context -6.5 %.
-# Fitted for the 64K row only.
+# -1.9 %, Append -1.7 %, Gen -0.5 %, Total +6.5 %, Context -6.5 %. The 48K row the same way
+# from PROFILES[48K] (Fig. 15 and the scale rows run at 48K): Turns -1.1 %, Append -1.7 %,
+# Gen -0.2 %, Total +6.7 %, Context -5.7 %. Not fitted for 32K.
 SHORT_FIRST_PROFILES = MappingProxyType(
     {
+        48 * K: TraceProfile(334.5, 132.2, 0.7268, 2789.0, 233.9, 12 * K, turns_sigma=0.7),
         64 * K: TraceProfile(292.0, 128.4, 0.7921, 2789.0, 317.3, 16 * K, turns_sigma=0.7),
     }
 )
