@@ -32,7 +32,7 @@ def test_bad_bound_is_refused() -> None:
 
 def test_sheds_when_the_measured_prefill_rate_cannot_clear_the_queue_in_time() -> None:
     t = [0.0]
-    a = Admission(lambda: t[0], max_queue_delay_s=2.0, window_s=10.0, min_waiting=2)
+    a = Admission(lambda: t[0], max_queue_delay_s=2.0, window_s=10.0, min_waiting=2, min_ends=4)
     for rid in range(4):  # one prefill ends per second
         a.admitted(rid)
         t[0] += 1.0
@@ -56,3 +56,21 @@ def test_a_few_waiting_turns_leave_the_decision_to_the_measured_age() -> None:
     for rid in range(2, 12):  # ten waiting would be "10 s" by that rate
         a.admitted(rid)
     assert a.expected_wait_s == 0.0 and a.refusal() is None
+
+
+def test_a_burst_is_not_refused_on_the_rate_of_its_first_few_ends() -> None:
+    """Every agent's first turn at once: two prefills end in the first 0.1 s, so the rate
+    over the span's floor (1 s) reads 2 per second and 254 waiting turns "127 s"; the
+    oldest has waited 0.1 s. Not a 429 (the bench's 256-agent start-up); enough ends are."""
+    t = [0.0]
+    a = Admission(lambda: t[0], max_queue_delay_s=8.0)
+    for rid in range(256):
+        a.admitted(rid)
+    t[0] = 0.1
+    a.prefilled(0)
+    a.prefilled(1)
+    assert a.expected_wait_s == 0.0 and a.refusal() is None
+    for rid in range(2, 2 + a.min_ends):  # now enough ends: 18 in 1 s, 238 waiting
+        a.prefilled(rid)
+    reason = a.refusal()
+    assert reason is not None and "≈13.2 s" in reason

@@ -28,6 +28,12 @@ class Admission:
     # with turns in flight) can be badly low: only the measured age decides then, and a
     # handful of waiting turns cannot hide a long wait from it
     min_waiting: int = 32
+    # nor is a rate measured over fewer ends than this trusted: when a burst of turns
+    # arrives at once (every agent's first turn, or the first after an idle spell) the
+    # first prefill forwards end only a few of them, and those few over the span's floor
+    # made the rate look 60x too low (254 waiting "≈127 s" with the oldest at 0.1 s: a
+    # 429 for a cluster that served the burst in 0.4 s; `python -m dualpath.bench.process`)
+    min_ends: int = 16
     shed: int = 0
     _waiting: dict[int, float] = field(default_factory=dict)  # rid -> admitted at (FIFO)
     _ends: deque[float] = field(default_factory=deque)  # emulated times of prefill ends
@@ -53,7 +59,7 @@ class Admission:
         now = self.now()
         while self._ends and self._ends[0] < now - self.window_s:
             self._ends.popleft()
-        if not self._ends or len(self._waiting) < self.min_waiting:
+        if len(self._ends) < self.min_ends or len(self._waiting) < self.min_waiting:
             return 0.0
         span = max(now - self._ends[0], self.window_s / 10)
         return len(self._waiting) / (len(self._ends) / span)
