@@ -28,15 +28,17 @@ class Admission:
     # with turns in flight) can be badly low: only the measured age decides then, and a
     # handful of waiting turns cannot hide a long wait from it
     min_waiting: int = 32
-    # nor is a rate measured over fewer ends than this trusted: when a burst of turns
-    # arrives at once (every agent's first turn, or the first after an idle spell) the
-    # first prefill forwards end only a few of them, and those few over the span's floor
-    # made the rate look 60x too low (254 waiting "≈127 s" with the oldest at 0.1 s: a
-    # 429 for a cluster that served the burst in 0.4 s; `python -m dualpath.bench.process`)
-    min_ends: int = 16
+    # nor is a rate measured over fewer ends than this trusted: a burst's first forward
+    # ends only a few of its turns. Few, because until then only the age protects: at 16,
+    # a 10x overload (`python -m dualpath.runtimes.process.launcher.overload`) admitted
+    # turns whose TTFT p99 was 27 s against the 8 s bound; at 4, 9.8 s
+    min_ends: int = 4
     shed: int = 0
     _waiting: dict[int, float] = field(default_factory=dict)  # rid -> admitted at (FIFO)
-    _ends: deque[float] = field(default_factory=deque)  # emulated times of prefill ends
+    # emulated times of the prefill ends of the current busy spell (the queue non-empty
+    # since `_busy_since`), within the last `window_s`
+    _ends: deque[float] = field(default_factory=deque)
+    _busy_since: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.max_queue_delay_s > 0:
@@ -61,7 +63,12 @@ class Admission:
             self._ends.popleft()
         if len(self._ends) < self.min_ends or len(self._waiting) < self.min_waiting:
             return 0.0
-        span = max(now - self._ends[0], self.window_s / 10)
+        # The rate over the time the ends could take: since the spell began, at most the
+        # window. Measured from the first end with a 1 s floor instead, a burst of every
+        # agent's first turn read as 481 waiting behind 31 ends per "second" (15.5 s, the
+        # oldest at 0.3 s) when those 31 had ended within 0.3 s: a 429 for a cluster that
+        # served the burst in under a second (`python -m dualpath.bench.process`).
+        span = max(min(self.window_s, now - self._busy_since), self.window_s / 1000)
         return len(self._waiting) / (len(self._ends) / span)
 
     def refusal(self) -> str | None:
@@ -76,7 +83,11 @@ class Admission:
         )
 
     def admitted(self, rid: int) -> None:
-        self._waiting[rid] = self.now()
+        now = self.now()
+        if not self._waiting:  # a busy spell begins: the last one's ends say nothing of it
+            self._busy_since = now
+            self._ends.clear()
+        self._waiting[rid] = now
 
     def prefilled(self, rid: int) -> None:
         """The turn's prefill ended (or the turn failed or left before it did)."""
