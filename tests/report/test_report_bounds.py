@@ -24,6 +24,7 @@ from dualpath.report.bounds import (
     ttft_stages,
 )
 from dualpath.report.render import markdown_report
+from dualpath.report.render_bounds import bounds_lines
 from dualpath.runtimes.virtual.sim import simulate
 
 
@@ -112,6 +113,19 @@ def test_storage_per_path_and_pooled_and_cnic() -> None:
     assert s["s"] == pytest.approx(7.5)
     assert s["pooled_s"] == pytest.approx(400 / 60)
     assert cnic_bound(FACTS, t)["s"] == pytest.approx(12e9 / (2 * 3 * 1e9))
+
+
+def test_oracle_reads_bound_nothing() -> None:
+    """Oracle moves KV in zero time: its would-be reads are kept, but never bind (stop 34:
+    DS 660B Oracle at 0.58 read efficiency was reported 'storage_read'-bound)."""
+    t = Traffic({"pe": 100e9, "de": 300e9}, cnic_bytes=12e9)
+    oracle = dataclasses.replace(FACTS, io_bypassed=True)
+    s = storage_bound(oracle, t)
+    assert s["s"] is None and s["bypassed"] and s["by_path"]["de"]["s"] == pytest.approx(7.5)
+    records = [_rec(1000, 900, 3), _rec(2000, 1900, 1)]
+    b = bounds_section(Linear(), Linear(), oracle, records, t, jct=15.0, floor_s=None)
+    assert b["binding"] != "storage_read" and b["storage_read"]["jct_over"] is None
+    assert "bypassed (Oracle)" in "\n".join(bounds_lines({"bounds": b}))
 
 
 def _rec(prompt: int, hit: int, gen: int) -> RequestRecord:

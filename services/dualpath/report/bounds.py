@@ -68,6 +68,8 @@ class ClusterFacts:
     max_running_pe: int | None  # requests per prefill forward (None: no cap)
     max_running_de: int | None  # requests resident per decode GPU
     sessions: int  # at most one turn per session in flight
+    # the Oracle baseline moves KV in zero time: what it would read bounds nothing
+    io_bypassed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +174,8 @@ def storage_bound(f: ClusterFacts, t: Traffic) -> dict[str, Any]:
     total = sum(v["bytes"] for v in by_path.values())
     pooled = total / ((f.pe_nodes + f.de_nodes) * rate) if rate > 0 else 0.0
     return {
-        "s": max(v["s"] for v in by_path.values()),
+        "s": None if f.io_bypassed else max(v["s"] for v in by_path.values()),
+        "bypassed": f.io_bypassed,
         "by_path": by_path,
         "pooled_s": pooled,
         "snic_read_gbs": rate / 1e9,

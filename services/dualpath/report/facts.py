@@ -31,6 +31,7 @@ def cluster_facts(cluster: Cluster, sessions: int) -> ClusterFacts:
         max_running_pe=sc.engine.max_running_prefill,
         max_running_de=sc.engine.max_running_decode,
         sessions=sessions,
+        io_bypassed=policy.oracle,
     )
 
 

@@ -49,6 +49,9 @@ def bounds_lines(report: dict[str, Any]) -> list[str]:
     ]
     for k, what in _WHAT.items():
         row = b[k]
+        if row.get("bypassed"):
+            lines.append(f"| {k} | – | – | {what} | bypassed (Oracle); {_detail(k, row)} |")
+            continue
         if row["s"] is None:
             continue
         over = "–" if row["jct_over"] is None else f"{row['jct_over']:.2f}"
