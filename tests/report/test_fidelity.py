@@ -208,6 +208,18 @@ def test_hbm_reserve_fraction_takes_the_larger_reserve() -> None:
     assert _kv_hbm(hbm_reserve_fraction=0.1, hbm_reserve_gb=0) == pytest.approx(base - 4e9)
 
 
+def test_deepseek_presets_keep_sglangs_deepseek_pd_reserve() -> None:
+    """The DS presets keep 15 % of HBM out of weights + KV, SGLang's DeepSeek-V3 PD + EP
+    deployment's mem_fraction_static 0.85 (docs/sources.md S32); Qwen's (DP only, no
+    all-to-all buffers, no source) keeps the flat 4 GB."""
+    from dualpath.model.config.presets import resolve
+
+    for preset in ("paper-ds660b-2p4d", "paper-ds27b-1p1d"):
+        assert resolve(preset, {}, []).hardware.hbm_reserve_fraction == 0.15
+    qwen = resolve("paper-qwen32b-1p2d", {}, []).hardware
+    assert (qwen.hbm_reserve_fraction, qwen.hbm_reserve_gb) == (0.0, 4.0)
+
+
 def test_running_caps_at_engine_defaults_change_nothing_and_a_small_one_slows() -> None:
     """vLLM's max_num_seqs (256/1024) is far above the smoke run's batches: the same run;
     one request per decode GPU serialises decode and the job takes longer."""

@@ -67,9 +67,10 @@ class Hardware(_Section):
         0.0,
         ge=0,
         lt=1,
-        description="HBM kept out of the KV pool as a fraction of the GPU's HBM (the larger "
-        "of this and hbm_reserve_gb applies): vLLM's gpu_memory_utilization 0.9 keeps 0.1, "
-        "SGLang's mem_fraction_static ~0.8-0.9 keeps 0.1-0.2 (docs/fidelity.md); 0 = off",
+        description="HBM kept out of the weights + KV pool as a fraction of the GPU's HBM "
+        "(the larger of this and hbm_reserve_gb applies); 0 = off. The DeepSeek presets set "
+        "0.15: SGLang's DeepSeek-V3 PD + large-scale EP deployment runs prefill at "
+        "mem_fraction_static 0.85 and decode at 0.846 (docs/sources.md S32)",
     )
     storage_gbs: float | None = Field(
         None,
