@@ -65,9 +65,11 @@ def test_tierless_runs_are_offline_agents_runs() -> None:
 def test_offline_agents_adds_the_tier_baselines_on_ds660b_only() -> None:
     specs = OfflineAgents().plan(quick=False)
     keys = [s.key for s in specs]
-    # the earlier 45 runs keep their keys (their cached reports stay valid)
-    old = [k for k in keys if not k.endswith(dram_tag(1.5e12))]
+    # the earlier 45 runs keep their keys (their cached reports stay valid); Qwen 32B adds 9
+    old = [k for k in keys if not k.endswith(dram_tag(1.5e12)) and not k.startswith("qwen")]
     assert len(old) == 45 and "ds660b-2p4d-64k-a2048-oracle" in old
+    qwen = [k for k in keys if k.startswith("qwen32b-1p2d-32k-")]
+    assert len(qwen) == 3 * 3 and len(keys) == 45 + 9 + 12
     tiered = [s for s in specs if s.key.endswith("dram1500gb")]
     assert len(tiered) == 2 * 3 * 2  # 2 policies × 3 MaxLen × 2 agent counts, DS 660B
     assert {s.scenario.policy.name for s in tiered} == {"hicache", "dualpath+tier"}

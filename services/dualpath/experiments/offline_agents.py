@@ -14,6 +14,7 @@ from dualpath.experiments.figures import paper_row
 from dualpath.experiments.scenarios import (
     ARM_27B,
     ARM_660B,
+    ARM_QWEN,
     QUICK_SETUP,
     Arm,
     build,
@@ -30,19 +31,25 @@ POLICIES = ("basic", "dualpath", "oracle")
 TIER_POLICIES = ("hicache", "dualpath+tier")
 TIER_BYTES = 1.5e12  # paper A.4: SGL(MC) "1.5 TB DRAM on every node"
 MAX_LENS = ("32k", "48k", "64k")
+# Qwen 32B runs at 32K only: its BF16 weights (65.5 GB) leave 10.5 GB of an 80 GB GPU for KV,
+# and one 48K context of FP16 KV needs 12.6 GB (the preset's note; QWEN_NOTE).
+ARM_MAX_LENS = {ARM_QWEN.slug: ("32k",)}
 AGENTS = {ARM_660B.slug: (1024, 2048), ARM_27B.slug: (256, 512, 1024)}
+AGENTS[ARM_QWEN.slug] = AGENTS[ARM_27B.slug]
 QUICK_AGENTS = (4, 6)
-ARMS = (ARM_660B, ARM_27B)
+ARMS = (ARM_660B, ARM_27B, ARM_QWEN)
+QUICK_ARMS = (ARM_660B, ARM_27B)  # a Qwen stand-in would be DS 27B 1P2D again
 Getter = Callable[[Arm, str, int, str], float | None]
 
 
 def _grid(quick: bool) -> list[tuple[Arm, str, int]]:
-    max_lens = ("32k",) if quick else MAX_LENS
+    if quick:
+        return [(arm, "32k", a) for arm in QUICK_ARMS for a in QUICK_AGENTS]
     return [
         (arm, ml, a)
         for arm in ARMS
-        for ml in max_lens
-        for a in (QUICK_AGENTS if quick else AGENTS[arm.slug])
+        for ml in ARM_MAX_LENS.get(arm.slug, MAX_LENS)
+        for a in AGENTS[arm.slug]
     ]
 
 
@@ -133,7 +140,7 @@ class OfflineAgents(Experiment):
                 Plot("jct_vs_agents.png", "JCT vs agents", lambda p: _plot(p, quick, grid, get))
             ],
             setup=self._setup(quick),
-            notes=[TIER_NOTE],
+            notes=[TIER_NOTE] if quick else [TIER_NOTE, QWEN_NOTE],
         )
 
     def _setup(self, quick: bool) -> list[str]:
@@ -144,7 +151,8 @@ class OfflineAgents(Experiment):
         return [
             "offline: N agents start together; JCT when every trajectory has finished",
             f"DS 660B (DeepSeek-V3.2) 2P4D, agents {list(AGENTS['ds660b'])}; "
-            f"DS 27B 1P1D, agents {list(AGENTS['ds27b'])}; MaxLen {', '.join(MAX_LENS)}",
+            f"DS 27B 1P1D, agents {list(AGENTS['ds27b'])}; MaxLen {', '.join(MAX_LENS)}; "
+            f"Qwen 32B 1P2D, agents {list(AGENTS['qwen32b'])}, MaxLen 32K",
             f"policies: {', '.join(POLICIES)} (paper: Ours(basic), Ours, Ours(oracle)); "
             f"on DS 660B also {', '.join(TIER_POLICIES)} with a {TIER_BYTES / 1e12:g} TB DRAM "
             "tier per node (docs/tier.md)",
@@ -159,9 +167,18 @@ TIER_NOTE = (
 )
 
 
+QWEN_NOTE = (
+    "Qwen 32B (Fig. 7 bottom; the paper: 'the same trend as DS 27B', no number) runs at 32K "
+    "only: DP, BF16 weights (65.5 GB) on an 80 GB H800 leave 10.5 GB for KV, about 2 requests "
+    "of 20K tokens per GPU, so its decode binds every policy. The paper ran 48K and 64K "
+    "contexts, which cannot fit like this (one 64K FP16 context is 16.8 GB): its Qwen setup "
+    "differs in a way it does not state (docs/fidelity.md)"
+)
+
+
 def _plot(path: Path, quick: bool, grid: list[tuple[Arm, str, int]], get: Getter) -> None:
     panels: list[charts.Panel] = []
-    for arm in ARMS:
+    for arm in QUICK_ARMS if quick else ARMS:
         for ml in dict.fromkeys(m for a, m, _ in grid if a is arm):
             xs = [n for a, m, n in grid if a is arm and m == ml]
             series = {p: [get(arm, ml, n, p) for n in xs] for p in _policies(arm)}

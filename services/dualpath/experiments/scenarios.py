@@ -16,6 +16,7 @@ from dualpath.model.config.settings import Scenario
 
 DS660B = "paper-ds660b-2p4d"
 DS27B = "paper-ds27b-1p1d"
+QWEN32B = "paper-qwen32b-1p2d"
 QUICK_PRESET = "smoke"
 QUICK_GPUS_PER_NODE = 2
 QUICK_MAX_LEN = "32k"
@@ -52,6 +53,7 @@ class Arm:
 # DS 660B runs 2P4D in the paper; its quick stand-in keeps the 1:2 P/D ratio.
 ARM_660B = Arm("ds660b", "DS 660B", DS660B, 2, 4, 1, 2)
 ARM_27B = Arm("ds27b", "DS 27B", DS27B, 1, 1, 1, 1)
+ARM_QWEN = Arm("qwen32b", "Qwen 32B", QWEN32B, 1, 2, 1, 2)
 
 
 def topo(prefill: int, decode: int) -> str:
