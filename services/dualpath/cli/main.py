@@ -3,6 +3,7 @@ Commands only parse, build Settings and call the runtimes."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -76,7 +77,16 @@ _register_cluster_commands()
 
 
 def main() -> None:
+    _ctrl_c_stops_us()
     app()
+
+
+def _ctrl_c_stops_us() -> None:
+    """A shell without job control starts `cmd &` with SIGINT ignored, and Python then leaves
+    it ignored: SIGINT (Ctrl-C, `kill -INT`, a CI runner's stop) would not end `dualpath up`,
+    `load` or `run`. Every command ends cleanly on KeyboardInterrupt, so take SIGINT back."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":
