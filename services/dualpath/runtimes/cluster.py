@@ -233,6 +233,8 @@ def build_cluster(
     de_units = make_units(de_groups, moe, lambda es: DecodeUnit(de_ctx, es, sched.on_decoded))
     for u in pe_units:
         sched.pe_unit.update({e.engine_id: u for e in u.engines})
+        if sc.engine.fetch_mode == "per-forward":
+            u.on_forward_end = sched.on_pe_forward_end
     for d in de_units:
         sched.de_unit.update({e.engine_id: d for e in d.engines})
     # Link faults at their emulated times, on this clock: on processes each node applies

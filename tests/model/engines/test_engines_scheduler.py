@@ -258,3 +258,53 @@ def test_a_read_goes_to_the_storage_target_its_last_block_is_striped_to() -> Non
 
     got, want = run_virtual_loop(main)
     assert got == want and set(got) <= set(range(4)) and len(set(got)) > 1
+
+
+def _busy_fetches(mode: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, dict]:
+    """(PE fetches run while the group was in a forward, all PE fetches, the report)."""
+    counts = [0, 0]
+    fetch = GlobalScheduler._fetch_prefill
+
+    def counting(self: GlobalScheduler, g: int) -> None:
+        busy = all(self.pe_unit[e.engine_id].in_forward for e in self.pe_groups[g])
+        counts[0] += busy
+        counts[1] += 1
+        fetch(self, g)
+
+    monkeypatch.setattr(GlobalScheduler, "_fetch_prefill", counting)
+    r = simulate(small(f"engine.fetch_mode={mode}", agents=16))
+    return counts[0], counts[1], r
+
+
+def test_per_forward_fetches_only_between_forwards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`per-forward`: a PE group in a forward does not fetch; the kick waits for the end of
+    the forward, so turns queue longer before a PE takes them. On-change fetches mid-forward
+    (the contrast that shows the check can fail)."""
+    busy_oc, _, on_change = _busy_fetches("on-change", monkeypatch)
+    busy_pf, total_pf, per_forward = _busy_fetches("per-forward", monkeypatch)
+    assert busy_oc > 0 and total_pf > 0
+    assert busy_pf == 0
+    assert per_forward["requests"]["completed"] == on_change["requests"]["completed"]
+    assert per_forward["integrity"]["conservation_ok"]
+    assert per_forward["integrity"]["blocks_lost"] == 0
+    queue = [r["ttft_breakdown"]["stages"]["queue"]["mean"] for r in (on_change, per_forward)]
+    assert queue[1] > queue[0]
+
+
+def test_per_forward_fetches_are_refused_where_prefill_engines_are_remote() -> None:
+    """The process runtime's prefill engines are other processes: their forwards are not
+    seen here, so per-forward fetches are refused when its scheduler is built."""
+
+    class OneNodeReads(GlobalScheduler):
+        def start_read(self, req: Request) -> None:
+            raise AssertionError("never reached")
+
+    sc = small("engine.fetch_mode=per-forward")
+
+    async def build(clock: VirtualClock) -> str:
+        s = build_cluster(sc, clock, 8000, 400).scheduler  # the plain scheduler accepts it
+        with pytest.raises(ValueError, match="virtual time only") as err:
+            OneNodeReads(s.ctx, s.pe_groups, s.de_groups)
+        return str(err.value)
+
+    assert "engine.fetch_mode=per-forward" in run_virtual_loop(build)

@@ -149,10 +149,11 @@ class Engine(_Section):
     fetch_interval_ms: float = Field(
         5.0, ge=0.1, le=1000, description="a group leader's fetch period"
     )
-    fetch_mode: Literal["on-change", "periodic"] = Field(
+    fetch_mode: Literal["on-change", "periodic", "per-forward"] = Field(
         "on-change",
         description="periodic: poll every interval; on-change: skip polls where nothing "
-        "changed for the group (same decisions, fewer events)",
+        "changed for the group (same decisions, fewer events); per-forward: on-change, but "
+        "a PE group mid-forward fetches only when the forward ends (virtual time only)",
     )
 
 

@@ -10,6 +10,11 @@ Several PE groups share the one FIFO queue, and the first leader to fetch takes 
 engines' β allows; the paper does not say which comes first. Arrivals are offered to the
 PE groups least loaded first, ties in turn, and periodic leaders poll out of phase
 (docs/scheduling.md).
+
+`"per-forward"` is `"on-change"` except that a PE group in the middle of a forward does not
+fetch: the kick is held until the forward ends, as a serving engine's loop takes new
+requests once per iteration, between forwards (docs/fidelity.md, "When a PE group
+fetches"). DE groups fetch as in `"on-change"`.
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ class GroupFetches:
     ) -> None:
         self._clock = clock
         self._periodic = engine.fetch_mode == "periodic"
+        # PE group g is in the middle of a forward: set by the scheduler in "per-forward"
+        # mode only (None: groups fetch whatever their engines are doing).
+        self.pe_busy: Callable[[int], bool] | None = None
+        self._held: set[int] = set()  # PE groups whose kick waits for their forward's end
         self._interval = engine.fetch_interval_ms / 1000
         self._pe_groups = pe_groups
         self._de_groups = de_groups
@@ -75,9 +84,13 @@ class GroupFetches:
         if self._periodic:
             return  # the next poll will see the change
         clock, interval = self._clock, self._interval
+        busy = self.pe_busy if side == "pe" else None
         for g in groups:
             key = (side, g)
             if key in self._pending:
+                continue
+            if busy is not None and busy(g):
+                self._held.add(g)
                 continue
             self._pending.add(key)
             when = max(clock.now(), self._last.get(key, -interval) + interval)
@@ -85,6 +98,12 @@ class GroupFetches:
             if call is None:  # one per group, kept: a kick is per arrival and per group
                 call = self._calls[key] = functools.partial(self._fetch, key)
             clock.call_at(when, call)
+
+    def forward_ended(self, g: int) -> None:
+        """PE group g's forward ended: a kick held during it fetches now."""
+        if g in self._held:
+            self._held.discard(g)
+            self.kick("pe", (g,))
 
     def pe_order(self) -> list[int] | range:
         """PE groups least loaded first (Σ tok_e of the group), ties in turn.
@@ -117,5 +136,10 @@ class GroupFetches:
 
     def _fetch(self, key: Key) -> None:
         self._pending.discard(key)
+        side, g = key
+        busy = self.pe_busy
+        if busy is not None and side == "pe" and busy(g):  # per-forward: a forward began
+            self._held.add(g)  # since the kick; the group fetches when it ends
+            return
         self._last[key] = self._clock.now()
         self._fetch_group(*key)

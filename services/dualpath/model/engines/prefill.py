@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from dualpath.model.engines.capacity import Join
 from dualpath.model.engines.context import EngineContext, RequestHook
@@ -52,6 +52,14 @@ class PrefillUnit:
         self._t_start = 0.0
         self._end = 0.0  # pipeline end: the last layer group's compute ends here
         self._compute = 0.0  # roofline compute of the forward's layer steps (TTFT breakdown)
+        # Told when a forward has ended and the next one (if any) has begun: the
+        # scheduler's `per-forward` fetches (model/engines/fetches.py). None: nobody asks.
+        self.on_forward_end: Callable[[PrefillUnit], None] | None = None
+
+    @property
+    def in_forward(self) -> bool:
+        """A forward runs (or the next batch is due at this instant)."""
+        return self._busy
 
     def enqueue(self, req: Request) -> None:
         """A request whose hit KV is in a DRAM buffer joins its PE's FIFO."""
@@ -152,6 +160,8 @@ class PrefillUnit:
         self._batches = {}
         self._finish_forward(batches, self._outputs)
         self._next_forward()
+        if self.on_forward_end is not None:
+            self.on_forward_end(self)
 
     def _start_a2a(self, batches: Batches) -> Join:
         """Expert all-to-all of the whole forward on the high-priority VL, one flow per CNIC

@@ -86,6 +86,14 @@ class GlobalScheduler:
                 "fidelity.de_buffer_for_pe_reads=after-read runs on virtual time only (dualpath "
                 "sim, dualpath experiment); use before-read here"
             )
+        if ctx.engine.fetch_mode == "per-forward":
+            if type(self).start_read is not GlobalScheduler.start_read:
+                raise ValueError(
+                    "engine.fetch_mode=per-forward runs on virtual time only (dualpath sim, "
+                    "dualpath experiment): here the prefill engines are other processes; use "
+                    "on-change"
+                )
+            self.fetches.pe_busy = self._pe_group_busy
         self.fetches.start()
 
     @property
@@ -127,6 +135,14 @@ class GlobalScheduler:
         elif req.path is ReadPath.SPLIT:
             self.ctx.hw.node_of(pe).buffer.release(req.pe_part * self.ctx.kv_token)
         self.fetches.kick("pe", [pe.group])
+
+    def _pe_group_busy(self, g: int) -> bool:
+        """Every prefill unit of PE group g is in a forward (per-forward fetches)."""
+        units = self.pe_unit
+        return all(units[e.engine_id].in_forward for e in self.pe_groups[g])
+
+    def on_pe_forward_end(self, unit: PrefillUnit) -> None:
+        self.fetches.forward_ended(unit.engines[0].group)
 
     def on_prefilled(self, req: Request) -> None:
         assert req.de is not None
