@@ -10,6 +10,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +32,8 @@ from dualpath.runtimes.process.launcher.procs import (
     ProcessGroup,
     Restart,
     RestartPolicy,
+    failure_reason,
+    log_tail,
 )
 from dualpath.runtimes.process.serving.service import Health, ServiceShell
 from tests.polling import wait_until
@@ -315,3 +318,44 @@ def test_a_service_without_the_kernel_signal_still_sees_its_parent_go(tmp_path: 
     subprocess.run([sys.executable, "-c", parent], timeout=20, check=True)
     assert ready.exists(), "the child never started watching its parent"
     _wait("the orphan noticed", mark.exists, timeout_s=10, poll_s=0.05)
+
+
+def test_a_port_in_use_fails_up_with_one_reason_and_no_traceback(tmp_path: Path) -> None:
+    """The scheduler cannot bind its HTTP port: `dualpath up` names the port and the flag on
+    its first line, quotes only this run's log lines (an earlier run's stay out), and no
+    gRPC "Event loop is closed" traceback follows (its server is stopped before exit)."""
+    logs = tmp_path / "cluster" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "scheduler.log").write_text("an earlier run's last line\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cmd = [sys.executable, "-m", "dualpath", "up", "--preset", "smoke"]
+        cmd += ["--http-port", str(port), "--run-dir", str(tmp_path / "cluster")]
+        env = {**os.environ, "COLUMNS": "200"}
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    first = out.strip().splitlines()[0]
+    assert f"service scheduler exited with code 1: port 127.0.0.1:{port} is not free" in first
+    assert "--http-port" in first
+    assert "earlier run" not in out and "Traceback" not in out, out
+    log = (logs / "scheduler.log").read_text()
+    assert "Traceback" not in log and "Event loop is closed" not in log, log
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'T ERROR storage service_failed error="Redis does not answer at \\"x\\"" exit_code=1',
+        '{"event": "service_failed", "error": "Redis does not answer at \\"x\\"", "exit_code": 1}',
+    ],
+)
+def test_failure_reason_reads_either_log_format_from_this_run_on(tmp_path: Path, line: str) -> None:
+    log = tmp_path / "storage.log"
+    old = 'T ERROR storage service_failed error="an earlier run" exit_code=1\n'
+    log.write_text(old + line + "\n")
+    assert failure_reason(log) == 'Redis does not answer at "x"'
+    assert failure_reason(log, start=len(old) + len(line) + 1) is None
+    assert "earlier" not in log_tail(log, start=len(old))

@@ -13,8 +13,10 @@ Once `supervise()` is armed, `check_alive()` restarts a service that exited, per
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -75,12 +77,53 @@ class RestartRecord:
     new_pid: int
 
 
-def log_tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
+# A service's last words (`dualpath serve` logs `service_failed`, dualpath/cli/serve.py), in
+# the text format: `... service_failed error="..." exit_code=1`, the value JSON-quoted.
+_FAILED = re.compile(r'service_failed error=("(?:[^"\\]|\\.)*")')
+
+
+def log_tail(path: Path, lines: int = 15, start: int = 0) -> str:
+    """The last `lines` lines of a log from byte `start` on (this run's part of the file)."""
+    text = _read_from(path, start)
+    if text is None:
         return "(no log)"
     return "\n".join("    " + ln for ln in text[-lines:]) or "    (empty log)"
+
+
+def failure_reason(path: Path, start: int = 0) -> str | None:
+    """The error a service logged as `service_failed` (text or JSON lines), if it did."""
+    for line in reversed(_read_from(path, start) or []):
+        if "service_failed" not in line:
+            continue
+        if line.lstrip().startswith("{"):
+            try:
+                error = json.loads(line).get("error")
+            except (ValueError, AttributeError):
+                continue
+            return str(error) if error else None
+        found = _FAILED.search(line)
+        if found:
+            try:
+                return str(json.loads(found.group(1)))
+            except ValueError:
+                return found.group(1)
+    return None
+
+
+def _read_from(path: Path, start: int) -> list[str] | None:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(start)
+            return fh.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return None
+
+
+def _exited(p: Proc, code: int, more: str = "") -> str:
+    """`service NAME exited with code N[: its error]`, then this run's log tail."""
+    reason = failure_reason(p.log, p.log_start)
+    head = f"service {p.name} exited with code {code}{more}" + (f": {reason}" if reason else "")
+    return f"{head}. Its log ({p.log}):\n{log_tail(p.log, start=p.log_start)}"
 
 
 @dataclass
@@ -90,6 +133,7 @@ class Proc:
     log: Path
     args: list[str] = field(default_factory=list)
     env: dict[str, str] | None = field(default=None, repr=False)  # may hold the token
+    log_start: int = 0  # the log's size when this process started: its lines follow
     exited_at: float | None = None  # monotonic, when the supervisor first saw it dead
 
     @property
@@ -114,6 +158,7 @@ class ProcessGroup:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
         with log_path.open("ab") as fh:
+            start = fh.tell()  # (logs are appended to: earlier runs' lines stay above)
             popen = subprocess.Popen(
                 [sys.executable, "-m", "dualpath", *args],
                 stdout=fh,
@@ -122,7 +167,7 @@ class ProcessGroup:
                 start_new_session=True,
                 env={**os.environ, **(env or {}), PARENT_ENV: str(os.getpid())},
             )
-        proc = Proc(name, popen, log_path, args, env)
+        proc = Proc(name, popen, log_path, args, env, log_start=start)
         self.procs.append(proc)
         return proc
 
@@ -170,10 +215,7 @@ class ProcessGroup:
                 continue
             code = int(p.popen.returncode)
             if not (self.supervising and self.policy.restarts(code)):
-                raise ClusterStartError(
-                    f"service {p.name} exited with code {code}; its log ({p.log}):\n"
-                    f"{log_tail(p.log)}"
-                )
+                raise ClusterStartError(_exited(p, code))
             if p.exited_at is None:
                 p.exited_at = now
             recent = self._recent.setdefault(p.name, deque())
@@ -181,9 +223,12 @@ class ProcessGroup:
                 recent.popleft()
             if len(recent) >= self.policy.max_restarts:
                 raise ClusterStartError(
-                    f"service {p.name} exited with code {code} after {len(recent)} restarts "
-                    f"within {self.policy.window_s:g} s; giving up. Its log ({p.log}):\n"
-                    f"{log_tail(p.log)}"
+                    _exited(
+                        p,
+                        code,
+                        f" after {len(recent)} restarts within {self.policy.window_s:g} s; "
+                        "giving up",
+                    )
                 )
             delay = self.policy.delay(len(recent))
             if now - p.exited_at >= delay:

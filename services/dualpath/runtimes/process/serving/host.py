@@ -205,7 +205,8 @@ async def _start_http(app: web.Application, opts: ServeOptions) -> tuple[web.App
     except OSError as exc:
         await runner.cleanup()
         raise StartupError(
-            f"port {host}:{port} is not free ({exc.strerror}); pick another"
+            f"port {host}:{port} is not free ({exc.strerror}); pick another "
+            f"({'--http-port' if opts.role == 'scheduler' else '--admin-port'})"
         ) from None
     addresses = runner.addresses  # the bound sockets' names: port 0 -> the real port
     bound = addresses[0][1] if addresses else port
@@ -245,9 +246,25 @@ async def _start_grpc(
     shell.add_to(server)
     port = server.add_insecure_port(f"{opts.host}:{opts.grpc_port}")
     if port == 0:
+        # Stopped before the loop closes: else its __del__ prints a traceback at exit.
+        await server.stop(None)
         raise StartupError(f"--grpc-port {opts.grpc_port}: cannot bind on {opts.host}")
     await server.start()
     return server, hs, port
+
+
+async def _start_servers(
+    opts: ServeOptions, shell: ServiceShell, report: Health, reg: Any
+) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int, web.AppRunner, str]:
+    """gRPC, then HTTP. An HTTP port in use stops the gRPC server before the error goes up:
+    left to its `__del__`, it prints a traceback once the loop has closed."""
+    server, hs, port = await _start_grpc(opts, shell)
+    try:
+        runner, admin_addr = await _start_http(_http_app(shell, report, reg, opts.token), opts)
+    except BaseException:
+        await server.stop(None)
+        raise
+    return server, hs, port, runner, admin_addr
 
 
 async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> None:
@@ -268,9 +285,8 @@ async def serve(opts: ServeOptions, sc: Scenario, make_shell: ShellFactory) -> N
         shell.name, clock, shell.owned_links, shell.gauges(), shell.families()
     )
     reg = registry_for(collector)
-    server, hs, port = await _start_grpc(opts, shell)
     report = Health(shell, expected_names(sc) - {opts.name})
-    runner, admin_addr = await _start_http(_http_app(shell, report, reg, opts.token), opts)
+    server, hs, port, runner, admin_addr = await _start_servers(opts, shell, report, reg)
     ttl = opts.heartbeat_ttl_s
     registry = Registry(r, opts.run_id, ttl_s=ttl)
     beat = _heartbeat(opts, registry, f"{opts.host}:{port}", admin_addr)
