@@ -11,12 +11,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from dualpath.cli.common import check_out_path, fail
+
+if TYPE_CHECKING:
+    from dualpath.experiments.base import Experiment
 
 EMIT_TARGETS = ("k8s",)
 DNS_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -52,6 +55,24 @@ def _check_steps(
     given = [flag for flag, value in k8s_flags.items() if value is not None]
     if given and emit is None:
         fail(f"{given[0]}: only with --emit k8s")
+
+
+def _overridden(
+    exp: Experiment, sets: list[str], quick: bool, emit: str | None, index: int | None,
+    collect: bool,
+) -> Experiment:  # fmt: skip
+    """The experiment with `--set` on every run, or a one-line error naming the item."""
+    from dualpath.experiments.overrides import with_overrides
+    from dualpath.model.config.presets import ConfigError
+
+    if emit is not None or index is not None or collect:
+        fail("--set: local runs only (not with --emit, --index or --collect); put the "
+             "setting in the image's environment (DP_SECTION__KEY=value) instead")  # fmt: skip
+    try:
+        return with_overrides(exp, sets, quick)
+    except ConfigError as exc:
+        fail(str(exc))
+        raise  # (fail exits)
 
 
 def experiment(
@@ -94,6 +115,13 @@ def experiment(
     image: Annotated[
         str | None, typer.Option(help="--emit: the image (default dualpath-testbed:dev)")
     ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="path.to.key=value on every run (repeatable); results go to OUT/NAME+set-<id>/",
+        ),
+    ] = None,
 ) -> None:
     """Run a named experiment that reproduces a paper figure; resumes where it stopped."""
     from dualpath.experiments import experiments, run_experiment
@@ -123,6 +151,9 @@ def experiment(
         fail(f"unknown experiment {name!r}; accepted: list, " + ", ".join(registry))
         return
     check_out_path("--out", out, folder=True)
+    sets = list(set_ or [])
+    if sets:
+        chosen = _overridden(chosen, sets, quick, emit, index, collect)
     console = Console()
     if emit is not None or index is not None:
         from dualpath.experiments.indexed import emit_k8s, run_index

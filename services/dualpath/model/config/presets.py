@@ -153,6 +153,19 @@ def _env_error(err: SettingsError) -> str:
     )
 
 
+def with_sets(sc: Scenario, sets: list[str]) -> Scenario:
+    """`sc` with `--set path.to.key=value` items applied on top (a resolved scenario as the
+    base: what every run of an experiment gets from `dualpath experiment --set`)."""
+    if not sets:
+        return sc
+    try:
+        return build_scenario(sc.model_dump(mode="json"), parse_set(sets))
+    except ValidationError as err:
+        raise ConfigError(_describe(err)) from None
+    except SettingsError as err:
+        raise ConfigError(_env_error(err)) from None
+
+
 def resolve(preset: str, overrides: dict[str, Any], sets: list[str]) -> Scenario:
     """Preset < environment (DP_*) < flags < --set."""
     merged = _deep_merge(overrides, parse_set(sets))
