@@ -13,6 +13,7 @@ from dualpath.model.core.clock import VirtualClock
 from dualpath.model.core.virtual_core import VirtualCore
 from dualpath.model.engines.capacity import CapacityError, CapacityPool
 from dualpath.model.engines.cluster import Cluster
+from dualpath.model.engines.fetches import GroupFetches
 from dualpath.model.engines.scheduler import GlobalScheduler
 from dualpath.model.entities.request import NodeState, Request
 from dualpath.runtimes.cluster import build_cluster
@@ -261,29 +262,42 @@ def test_a_read_goes_to_the_storage_target_its_last_block_is_striped_to() -> Non
 
 
 def _busy_fetches(mode: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, dict]:
-    """(PE fetches run while the group was in a forward, all PE fetches, the report)."""
+    """(PE fetches run inside a forward, PE fetches run as a forward ended, the report)."""
     counts = [0, 0]
+    at_end = [False]
     fetch = GlobalScheduler._fetch_prefill
+    ended = GroupFetches.forward_ended
 
     def counting(self: GlobalScheduler, g: int) -> None:
         busy = all(self.pe_unit[e.engine_id].in_forward for e in self.pe_groups[g])
-        counts[0] += busy
-        counts[1] += 1
+        if at_end[0]:
+            counts[1] += 1
+        elif busy:
+            counts[0] += 1
         fetch(self, g)
 
+    def ending(self: GroupFetches, g: int) -> None:
+        at_end[0] = True
+        try:
+            ended(self, g)
+        finally:
+            at_end[0] = False
+
     monkeypatch.setattr(GlobalScheduler, "_fetch_prefill", counting)
+    monkeypatch.setattr(GroupFetches, "forward_ended", ending)
     r = simulate(small(f"engine.fetch_mode={mode}", agents=16))
     return counts[0], counts[1], r
 
 
 def test_per_forward_fetches_only_between_forwards(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`per-forward`: a PE group in a forward does not fetch; the kick waits for the end of
-    the forward, so turns queue longer before a PE takes them. On-change fetches mid-forward
-    (the contrast that shows the check can fail)."""
-    busy_oc, _, on_change = _busy_fetches("on-change", monkeypatch)
-    busy_pf, total_pf, per_forward = _busy_fetches("per-forward", monkeypatch)
-    assert busy_oc > 0 and total_pf > 0
-    assert busy_pf == 0
+    """`per-forward`: a PE group in a forward does not fetch; a kick waits for the end of
+    the forward, and the group fetches then, before its next forward is formed, also when
+    that forward follows at once. On-change fetches inside forwards (the contrast that
+    shows the check can fail)."""
+    inside_oc, _, on_change = _busy_fetches("on-change", monkeypatch)
+    inside_pf, at_ends, per_forward = _busy_fetches("per-forward", monkeypatch)
+    assert inside_oc > 0
+    assert inside_pf == 0 and at_ends > 0
     assert per_forward["requests"]["completed"] == on_change["requests"]["completed"]
     assert per_forward["integrity"]["conservation_ok"]
     assert per_forward["integrity"]["blocks_lost"] == 0

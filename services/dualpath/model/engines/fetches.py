@@ -100,10 +100,14 @@ class GroupFetches:
             clock.call_at(when, call)
 
     def forward_ended(self, g: int) -> None:
-        """PE group g's forward ended: a kick held during it fetches now."""
+        """A forward of PE group g ended, and its next one is not formed yet: a kick held
+        during the forward fetches now, as an engine loop takes new requests between
+        iterations (the group still counts as busy here: no busy check)."""
         if g in self._held:
             self._held.discard(g)
-            self.kick("pe", (g,))
+            key = ("pe", g)
+            self._last[key] = self._clock.now()
+            self._fetch_group("pe", g)
 
     def pe_order(self) -> list[int] | range:
         """PE groups least loaded first (Σ tok_e of the group), ties in turn.

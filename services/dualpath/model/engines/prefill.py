@@ -52,8 +52,8 @@ class PrefillUnit:
         self._t_start = 0.0
         self._end = 0.0  # pipeline end: the last layer group's compute ends here
         self._compute = 0.0  # roofline compute of the forward's layer steps (TTFT breakdown)
-        # Told when a forward has ended and the next one (if any) has begun: the
-        # scheduler's `per-forward` fetches (model/engines/fetches.py). None: nobody asks.
+        # Told when a forward has ended, before the next one is formed: the scheduler's
+        # `per-forward` fetches (model/engines/fetches.py). None: nobody asks.
         self.on_forward_end: Callable[[PrefillUnit], None] | None = None
 
     @property
@@ -159,9 +159,9 @@ class PrefillUnit:
                 item.request.load_wait_s += stall
         self._batches = {}
         self._finish_forward(batches, self._outputs)
+        if self.on_forward_end is not None:  # between forwards: what an engine loop takes
+            self.on_forward_end(self)  # in, before it forms its next batch
         self._next_forward()
-        if self.on_forward_end is not None:
-            self.on_forward_end(self)
 
     def _start_a2a(self, batches: Batches) -> Join:
         """Expert all-to-all of the whole forward on the high-priority VL, one flow per CNIC
