@@ -29,7 +29,7 @@ from tests.runtimes.virtual.conftest import small
 
 @pytest.mark.parametrize("policy", ["dualpath", "dualpath-simple"])
 def test_periodic_polls_match_on_change_fetches(policy: str) -> None:
-    on_change = simulate(small(f"policy.name={policy}"))
+    on_change = simulate(small(f"policy.name={policy}", "engine.fetch_mode=on-change"))
     periodic = simulate(small(f"policy.name={policy}", "engine.fetch_mode=periodic"))
     assert periodic["requests"]["completed"] == on_change["requests"]["completed"]
     # A poll at the instant a persist lands may see its blocks or not, as events of one
@@ -62,7 +62,7 @@ def test_several_engine_groups_per_side_share_the_work() -> None:
     assert r["integrity"]["conservation_ok"]
 
 
-@pytest.mark.parametrize("mode", ["on-change", "periodic"])
+@pytest.mark.parametrize("mode", ["per-forward", "on-change", "periodic"])
 def test_pe_groups_share_the_arrivals_evenly(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Three PE groups fetch from one FIFO queue: none is always first (least loaded first;
     periodic leaders out of phase), so each gets about a third of the requests. Always
@@ -305,9 +305,10 @@ def test_per_forward_fetches_only_between_forwards(monkeypatch: pytest.MonkeyPat
     assert queue[1] > queue[0]
 
 
-def test_per_forward_fetches_are_refused_where_prefill_engines_are_remote() -> None:
-    """The process runtime's prefill engines are other processes: their forwards are not
-    seen here, so per-forward fetches are refused when its scheduler is built."""
+def test_per_forward_fetches_are_refused_where_forwards_are_not_reported() -> None:
+    """A scheduler whose prefill engines are elsewhere (it replaces the read seam) and that
+    is not told of their forwards refuses per-forward fetches when it is built; the process
+    runtime's is told (`reports_forwards`, tests/runtimes/process/serving/test_forwards.py)."""
 
     class OneNodeReads(GlobalScheduler):
         def start_read(self, req: Request) -> None:
@@ -317,7 +318,7 @@ def test_per_forward_fetches_are_refused_where_prefill_engines_are_remote() -> N
 
     async def build(clock: VirtualClock) -> str:
         s = build_cluster(sc, clock, 8000, 400).scheduler  # the plain scheduler accepts it
-        with pytest.raises(ValueError, match="virtual time only") as err:
+        with pytest.raises(ValueError, match="not told") as err:
             OneNodeReads(s.ctx, s.pe_groups, s.de_groups)
         return str(err.value)
 

@@ -55,6 +55,9 @@ class PrefillUnit:
         # Told when a forward has ended, before the next one is formed: the scheduler's
         # `per-forward` fetches (model/engines/fetches.py). None: nobody asks.
         self.on_forward_end: Callable[[PrefillUnit], None] | None = None
+        # Told when a forward begins: a node process reports both to the scheduler, which
+        # does not see this unit (runtimes/process/serving/forwards.py).
+        self.on_forward_begin: Callable[[PrefillUnit], None] | None = None
 
     @property
     def in_forward(self) -> bool:
@@ -108,6 +111,8 @@ class PrefillUnit:
                 if item.request.t_sched < 0:  # queued until its first forward (vLLM's sense)
                     item.request.t_sched = now
         self._batches = batches
+        if self.on_forward_begin is not None:
+            self.on_forward_begin(self)
         self._a2a = self._start_a2a(batches)
         self._outputs = Join()
         self._end = self._t_start = self._ls = now

@@ -3,9 +3,10 @@
 Decisions come from the `SchedulingPolicy`; this shell applies them, keeps `seq_e`,
 `tok_e`, `read_q` and free HBM up to date, and moves the bytes. Each engine group's leader
 fetches periodically (`engine.fetch_interval_ms`). `engine.fetch_mode = "on-change"`
-(default) skips the polls at which nothing the group cares about changed (no request
-queued, none of its engines freed work): those polls would assign nothing, so the outcome
-is the same at a fraction of the events. `"periodic"` polls every interval regardless.
+skips the polls at which nothing the group cares about changed (no request queued, none of
+its engines freed work): those polls would assign nothing, so the outcome is the same at a
+fraction of the events. `"periodic"` polls every interval regardless. `"per-forward"`
+(default) also holds a busy PE group's fetch until its forward ends (fetches.py).
 
 The process runtime extends it (runtimes/process/serving/remote_scheduler.py,
 runtimes/process/serving/recovery.py) through
@@ -87,11 +88,12 @@ class GlobalScheduler:
                 "sim, dualpath experiment); use before-read here"
             )
         if ctx.engine.fetch_mode == "per-forward":
-            if type(self).start_read is not GlobalScheduler.start_read:
+            # A runtime whose prefill units are elsewhere says it is told of their forwards
+            # (`reports_forwards`) and overrides `_pe_group_busy`.
+            if replaced and not getattr(self, "reports_forwards", False):
                 raise ValueError(
-                    "engine.fetch_mode=per-forward runs on virtual time only (dualpath sim, "
-                    "dualpath experiment): here the prefill engines are other processes; use "
-                    "on-change"
+                    "engine.fetch_mode=per-forward: this runtime's scheduler is not told when "
+                    "its prefill engines' forwards end; use on-change here"
                 )
             self.fetches.pe_busy = self._pe_group_busy
         self.fetches.start()

@@ -17,15 +17,17 @@ class ReportKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPORT_KIND_FAILED: _ClassVar[ReportKind]
     REPORT_KIND_PROGRESS: _ClassVar[ReportKind]
     REPORT_KIND_TIER: _ClassVar[ReportKind]
+    REPORT_KIND_FORWARD: _ClassVar[ReportKind]
 REPORT_KIND_UNSPECIFIED: ReportKind
 REPORT_KIND_PE_RELEASED: ReportKind
 REPORT_KIND_DONE: ReportKind
 REPORT_KIND_FAILED: ReportKind
 REPORT_KIND_PROGRESS: ReportKind
 REPORT_KIND_TIER: ReportKind
+REPORT_KIND_FORWARD: ReportKind
 
 class Report(_message.Message):
-    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message", "tokens", "chunk_tokens", "step_s", "attempt", "t_scheduled", "session", "tier_blocks", "node")
+    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message", "tokens", "chunk_tokens", "step_s", "attempt", "t_scheduled", "session", "tier_blocks", "node", "unit", "in_forward")
     KIND_FIELD_NUMBER: _ClassVar[int]
     RID_FIELD_NUMBER: _ClassVar[int]
     T_FIRST_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +42,8 @@ class Report(_message.Message):
     SESSION_FIELD_NUMBER: _ClassVar[int]
     TIER_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    IN_FORWARD_FIELD_NUMBER: _ClassVar[int]
     kind: ReportKind
     rid: int
     t_first: float
@@ -54,7 +58,9 @@ class Report(_message.Message):
     session: int
     tier_blocks: int
     node: str
-    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ..., tokens: _Optional[int] = ..., chunk_tokens: _Optional[int] = ..., step_s: _Optional[float] = ..., attempt: _Optional[int] = ..., t_scheduled: _Optional[float] = ..., session: _Optional[int] = ..., tier_blocks: _Optional[int] = ..., node: _Optional[str] = ...) -> None: ...
+    unit: str
+    in_forward: bool
+    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ..., tokens: _Optional[int] = ..., chunk_tokens: _Optional[int] = ..., step_s: _Optional[float] = ..., attempt: _Optional[int] = ..., t_scheduled: _Optional[float] = ..., session: _Optional[int] = ..., tier_blocks: _Optional[int] = ..., node: _Optional[str] = ..., unit: _Optional[str] = ..., in_forward: _Optional[bool] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("reports",)

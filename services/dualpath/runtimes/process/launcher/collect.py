@@ -99,6 +99,9 @@ def _runtime(
         "remote_charges": sum(s.get("remote_charges", 0) for s in services),
         "payload_bytes_verified": sum(s.get("payload_bytes_verified", 0) for s in services),
         "storage_reads": _storage_reads(services),
+        "forward_reports": next(
+            (s.get("forward_reports", 0) for s in services if s["service"] == "scheduler"), 0
+        ),
         "resilience": _resilience(services),
         "services": sorted(lag),
         "stage_means_s": next(

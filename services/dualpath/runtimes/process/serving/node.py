@@ -26,6 +26,7 @@ from dualpath.model.engines.prefill import PrefillUnit
 from dualpath.model.entities.request import EngineState, Request
 from dualpath.rpc.v1 import kv_pb2, node_pb2, node_pb2_grpc, scheduler_pb2
 from dualpath.runtimes.process.serving import payload
+from dualpath.runtimes.process.serving.forwards import ForwardReports
 from dualpath.runtimes.process.serving.mover import DistributedMover
 from dualpath.runtimes.process.serving.node_io import NodeIo, RemoteDecodeUnit
 from dualpath.runtimes.process.serving.node_tier import install, snapshot
@@ -75,6 +76,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.persists = Persists(
             self.io.resend, opts.transfer_deadline(), self.persist_dropped, self.fail
         )
+        self.forward_reports: ForwardReports | None = None
         self.units = self._build_units()
         self.unit_of: dict[str, Unit] = {e.engine_id: u for u in self.units for e in u.engines}
         self.peers: Peers | None = None
@@ -86,11 +88,14 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         """This node's units only, grouped as the whole cluster's, with this process's hooks."""
         cluster, role = self.world.cluster, self.opts.role
         if role == "prefill":
-            return cluster.units_on(
+            units = cluster.units_on(
                 role,
                 self.name,
                 lambda es: PrefillUnit(self.ctx, es, self._prefilled, self._released),
             )
+            if self.ctx.engine.fetch_mode == "per-forward":  # the scheduler holds fetches
+                self.forward_reports = ForwardReports(units, self._send)
+            return list(units)
         return cluster.units_on(
             role,
             self.name,
@@ -104,6 +109,8 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.peers = peers
         self.reports = ReportSender(peers, self.opts.rpc_timeout_s)
         self.reports.start()
+        if self.forward_reports is not None:
+            self.forward_reports.idle()
         asyncio.get_running_loop().set_exception_handler(self._callback_failed)
         self.working.set()
 
@@ -215,9 +222,12 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
     def _decoded(self, req: Request) -> None:
         self._report(scheduler_pb2.REPORT_KIND_DONE, req)
 
-    def _report(self, kind: int, req: Request, message: str = "") -> None:
+    def _send(self, report: scheduler_pb2.Report) -> None:
         assert self.reports is not None
-        self.reports.send(
+        self.reports.send(report)
+
+    def _report(self, kind: int, req: Request, message: str = "") -> None:
+        self._send(
             scheduler_pb2.Report(
                 kind=kind,  # type: ignore[arg-type]
                 rid=req.rid,

@@ -23,6 +23,7 @@ from dualpath.model.entities.request import EngineState, ReadPath, Request
 from dualpath.model.policies.base import release_decode, release_prefill
 from dualpath.rpc.v1 import kv_pb2, node_pb2, scheduler_pb2
 from dualpath.runtimes.process.serving import retry
+from dualpath.runtimes.process.serving.forwards import RemoteForwards
 from dualpath.runtimes.process.serving.node_tier import MirrorTier, mirror
 from dualpath.runtimes.process.serving.options import ServeOptions
 from dualpath.runtimes.process.serving.pacer import TokenPacer
@@ -57,6 +58,8 @@ class RemoteScheduler(Recovery):
     # The DRAM tier (docs/tier.md): this scheduler keeps the directory of every node's tier
     # (lookups at placement, as on virtual time); the reading node serves its part.
     reads_tier = True
+    # engine.fetch_mode=per-forward: the PE nodes report their units' forwards (forwards.py)
+    reports_forwards = True
 
     def __init__(
         self,
@@ -65,6 +68,8 @@ class RemoteScheduler(Recovery):
         de_groups: list[list[EngineState]],
         opts: ServeOptions,
     ) -> None:
+        # before the core's init, which hands `_pe_group_busy` to the fetches
+        self.forwards = RemoteForwards(pe_groups, lockstep=ctx.roofline.moe_layers > 0)
         super().__init__(ctx, pe_groups, de_groups)
         mirror(ctx.tier)  # the nodes keep the tiers; this is their directory
         self.opts = opts
@@ -191,6 +196,9 @@ class RemoteScheduler(Recovery):
         if rep.kind == scheduler_pb2.REPORT_KIND_TIER:
             self._tier_report(rep)
             return
+        if rep.kind == scheduler_pb2.REPORT_KIND_FORWARD:
+            self._forward_report(rep)
+            return
         req = self.inflight.get(rep.rid)
         if req is None or rep.attempt != req.attempt:
             return  # a turn (or an attempt of one) this scheduler no longer tracks
@@ -214,10 +222,27 @@ class RemoteScheduler(Recovery):
         if isinstance(tier, MirrorTier) and rep.node not in self.lost_nodes:
             tier.set_run(int(rep.session), int(rep.tier_blocks))
 
+    def _forward_report(self, rep: scheduler_pb2.Report) -> None:
+        """A PE unit's forward began or ended (per-forward fetches): an end lets its group
+        take what its kicks held, as `forward_ended` does on virtual time."""
+        if rep.in_forward:
+            self.forwards.began(rep.unit)
+            return
+        g = self.forwards.ended(rep.unit)
+        if g is not None:
+            self.fetches.forward_ended(g)
+
+    def _pe_group_busy(self, g: int) -> bool:
+        return self.forwards.busy(g, self.down.__contains__)
+
     def node_lost(self, name: str) -> None:
         """Also forget what its DRAM tier held: a restarted node's tier starts empty (a
-        cache: every block in it was persisted too)."""
+        cache: every block in it was persisted too), and its forwards: a group it left
+        "busy" fetches what its kicks held."""
+        held = self.forwards.node_lost(name)
         super().node_lost(name)
+        for g in held:
+            self.fetches.forward_ended(g)
         tier = self.ctx.tier.tiers.get(name) if self.ctx.tier is not None else None
         if isinstance(tier, MirrorTier):
             tier.clear()

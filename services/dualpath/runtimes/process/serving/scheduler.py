@@ -348,6 +348,7 @@ class SchedulerShell(ServiceShell, scheduler_pb2_grpc.SchedulerServicer):
         out["inflight"] = len(self.sched.inflight)
         out["stages"] = self.sched.stages.means()
         out["turns_replaced"] = self.sched.replaced
+        out["forward_reports"] = self.sched.forwards.reported
         out["turns_cancelled"] = self.cancelled
         out["nodes_lost"] = sorted(self.lost)
         return out
