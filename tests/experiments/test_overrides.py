@@ -15,7 +15,7 @@ from dualpath.experiments.overrides import set_digest
 from dualpath.model.config.presets import resolve
 
 RUNNER = CliRunner()
-SET = "engine.fetch_mode=per-forward"
+SET = "engine.fetch_mode=on-change"
 
 
 class OneRun(Experiment):
@@ -50,11 +50,11 @@ def test_set_applies_to_every_run_in_a_folder_of_its_own(tmp_path: Path) -> None
     assert code == 0, output
     folder = tmp_path / f"one-run+set-{set_digest([SET])}"
     report = json.loads((folder / "runs" / "tiny.json").read_text())
-    assert report["scenario"]["engine"]["fetch_mode"] == "per-forward"
+    assert report["scenario"]["engine"]["fetch_mode"] == "on-change"
     assert "reused" not in output  # the default run's report is not taken for it
     assert f"every run with --set {SET}" in (folder / "summary.md").read_text()
     assert (tmp_path / "one-run" / "runs" / "tiny.json").read_text() == default
-    assert json.loads(default)["scenario"]["engine"]["fetch_mode"] == "on-change"
+    assert json.loads(default)["scenario"]["engine"]["fetch_mode"] == "per-forward"
     code, output = _invoke(tmp_path, "--set", SET)  # a second time: from its own cache
     assert code == 0 and "reused" in output, output
 

@@ -1,6 +1,6 @@
 """`dualpath experiment NAME --set path.to.key=value`: every run of an experiment with a
 setting changed, e.g. a fidelity alternative measured on a whole figure
-(`--set engine.fetch_mode=per-forward`, docs/fidelity.md).
+(`--set engine.fetch_mode=on-change`, docs/fidelity.md).
 
 The runs go to their own folder, `OUT/NAME+set-<digest of the items>/`, so they never
 overwrite the default runs' reports, and the summary says which settings were changed.

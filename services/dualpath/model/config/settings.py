@@ -149,11 +149,13 @@ class Engine(_Section):
     fetch_interval_ms: float = Field(
         5.0, ge=0.1, le=1000, description="a group leader's fetch period"
     )
+    # per-forward: a serving engine's loop takes new requests between its forwards (SGLang's
+    # PD prefill loop, docs/sources.md S33); on-change's 5 ms inside a forward has no source.
     fetch_mode: Literal["on-change", "periodic", "per-forward"] = Field(
-        "on-change",
-        description="periodic: poll every interval; on-change: skip polls where nothing "
-        "changed for the group (same decisions, fewer events); per-forward: on-change, but "
-        "a PE group mid-forward fetches only when the forward ends (virtual time only)",
+        "per-forward",
+        description="per-forward: a PE group mid-forward fetches only when the forward ends, "
+        "otherwise as on-change; on-change: skip polls where nothing changed for the group "
+        "(same decisions as periodic, fewer events); periodic: poll every interval",
     )
 
 

@@ -1,7 +1,7 @@
 """When the engine groups' leaders fetch from the scheduler's queues (paper §6.1).
 
 Each group's leader polls every `engine.fetch_interval_ms`. With `fetch_mode = "on-change"`
-(default) a group fetches only when something it cares about changed (a request queued, one
+a group fetches only when something it cares about changed (a request queued, one
 of its engines freed work): the change *kicks* the group, which fetches at once or when its
 interval since the last fetch is up. Polls at which nothing changed would assign nothing,
 so the outcome is the same at a fraction of the events. `"periodic"` polls regardless.
@@ -11,9 +11,9 @@ engines' β allows; the paper does not say which comes first. Arrivals are offer
 PE groups least loaded first, ties in turn, and periodic leaders poll out of phase
 (docs/scheduling.md).
 
-`"per-forward"` is `"on-change"` except that a PE group in the middle of a forward does not
-fetch: the kick is held until the forward ends, as a serving engine's loop takes new
-requests once per iteration, between forwards (docs/fidelity.md, "When a PE group
+`"per-forward"` (default) is `"on-change"` except that a PE group in the middle of a
+forward does not fetch: the kick is held until the forward ends, as a serving engine's loop
+takes new requests once per iteration, between forwards (docs/fidelity.md, "When a PE group
 fetches"). DE groups fetch as in `"on-change"`.
 """
 

@@ -21,7 +21,13 @@ pytestmark = pytest.mark.slow
 TIER = ("policy.name=dualpath+tier", "tier.dram_bytes_per_node=3e8")
 
 
-@pytest.mark.parametrize("sets", [(), TIER], ids=["plain", "tier"])
+# By default a PE group mid-forward fetches when the forward ends, and the PE nodes report
+# their forwards to the scheduler process (runtimes/process/serving/forwards.py); with
+# on-change a group fetches whenever it is kicked.
+ON_CHANGE = ("engine.fetch_mode=on-change",)
+
+
+@pytest.mark.parametrize("sets", [(), TIER, ON_CHANGE], ids=["plain", "tier", "on-change"])
 def test_process_runtime_agrees_with_the_virtual_runtime(
     tmp_path: Path, sets: tuple[str, ...]
 ) -> None:
@@ -47,6 +53,8 @@ def test_process_runtime_agrees_with_the_virtual_runtime(
     assert proc["tokens"]["generated"] == virtual["tokens"]["generated"]
     assert proc["jct_s"] == pytest.approx(virtual["jct_s"], rel=0.05)
     assert proc["runtime"]["lag_p99_s"] < 0.01 * proc["jct_s"]
+    reported = proc["runtime"]["forward_reports"]
+    assert (reported > 0) == (sets != ON_CHANGE), reported
     # The bounds come from the same record in both runtimes (report/bounds.py).
     pb, vb = proc["bounds"], virtual["bounds"]
     assert pb["decode"]["tokens"] == vb["decode"]["tokens"]
@@ -56,7 +64,7 @@ def test_process_runtime_agrees_with_the_virtual_runtime(
     history = proc["history"]  # read back from the run's Redis stream
     assert history["ok"] and history["turns_done"] == 132
     assert history["by_kind"]["persisted"] > 0
-    if sets:
+    if sets == TIER:
         _tiers_agree(proc, virtual)
 
 
