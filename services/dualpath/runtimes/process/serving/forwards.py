@@ -55,6 +55,8 @@ class ForwardReports:
 
 
 class RemoteForwards:
+    """The scheduler's mirror of which PE units are in a forward, from the nodes' reports."""
+
     def __init__(self, pe_groups: Sequence[Sequence[EngineState]], lockstep: bool) -> None:
         self._units: list[list[tuple[str, str]]] = []  # group -> (unit key, node) of each unit
         self._group: dict[str, int] = {}  # unit key -> its group
