@@ -38,9 +38,26 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("scenario", f"{sc['name']}: {sc['model']} on {sc['gpu']}, "
          f"{topo['prefill_nodes']}P{topo['decode_nodes']}D x {topo['gpus_per_node']} GPUs"),
         ("policy", r["policy"]["name"]),
+        *_fetch_rows(sc),
     ]  # fmt: skip
     mode = _online_rows(r["online"]) if "online" in r else _offline_rows(r)
     return [*head, *mode, *_common_rows(r)]
+
+
+# When a PE group takes new work shapes every TTFT (docs/fidelity.md, "When a PE group fetches").
+_FETCH = {
+    "per-forward": "per-forward: a PE group in a forward takes new work when it ends",
+    "on-change": "on-change: within {ms:g} ms of a change, also during a forward",
+    "periodic": "periodic: every {ms:g} ms",
+}
+
+
+def _fetch_rows(sc: dict[str, Any]) -> list[tuple[str, str]]:
+    engine = sc.get("engine", {})
+    text = _FETCH.get(engine.get("fetch_mode", ""))
+    if text is None:  # a report from before the setting
+        return []
+    return [("PE fetch", text.format(ms=engine.get("fetch_interval_ms", 5.0)))]
 
 
 def _offline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
