@@ -47,7 +47,7 @@ def test_a_group_spanning_two_nodes_is_busy_only_when_both_units_are() -> None:
     assert f.node_lost(nodes[1]) == []
     # A key no unit has is ignored (a stale report from another scenario).
     f.began("nope")
-    assert f.ended("nope") is None and f.group_of("nope") is None
+    assert f.ended("nope") is None and not f.busy(0, up)
     assert f.reported == 5
 
 

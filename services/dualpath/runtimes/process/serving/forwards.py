@@ -69,10 +69,6 @@ class RemoteForwards:
         self._in_forward: set[str] = set()
         self.reported = 0  # forward beginnings and ends reported by the nodes
 
-    def group_of(self, unit: str) -> int | None:
-        """The PE group of a reported unit (None: a key this cluster has not)."""
-        return self._group.get(unit)
-
     def began(self, unit: str) -> None:
         self.reported += 1
         if unit in self._group:
