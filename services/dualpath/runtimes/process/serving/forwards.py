@@ -38,6 +38,13 @@ class ForwardReports:
         for unit in self._units:
             self._ended(unit)
 
+    def resync(self) -> None:
+        """Report every unit's state now. After reports were dropped (the scheduler was
+        unreachable too long) a lost forward end would hold its group's fetches for good:
+        an idle group that does not fetch never begins the forward whose end would free it."""
+        for unit in self._units:
+            self._report(unit, unit.in_forward)
+
     def _began(self, unit: PrefillUnit) -> None:
         self._report(unit, True)
 

@@ -111,6 +111,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         self.reports.start()
         if self.forward_reports is not None:
             self.forward_reports.idle()
+            self.reports.on_dropped = self.forward_reports.resync
         asyncio.get_running_loop().set_exception_handler(self._callback_failed)
         self.working.set()
 

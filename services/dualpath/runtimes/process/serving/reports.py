@@ -5,12 +5,14 @@ A failed send is retried with capped exponential backoff (the scheduler restarti
 burst that timed the call out): a lost report would leave a turn hanging until its
 deadline, but a node that died over it would fail every turn it holds. Pending reports are
 bounded; past the bound the oldest are dropped and counted (their turns fail at their
-deadline on the scheduler, explicitly)."""
+deadline on the scheduler, explicitly), and `on_dropped` runs once a batch is delivered
+again: a reporter whose reports are state, not events (a unit's forward), re-sends it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from dualpath.rpc.v1 import scheduler_pb2
@@ -23,10 +25,15 @@ BACKOFF_S = (0.05, 2.0)  # first retry delay, cap
 
 
 class ReportSender:
-    def __init__(self, peers: Peers, timeout_s: float):
+    def __init__(self, peers: Peers, timeout_s: float, max_pending: int = MAX_PENDING):
         self._peers = peers
         self._timeout = timeout_s
+        self._max_pending = max_pending
         self._pending: list[scheduler_pb2.Report] = []
+        # Run after the first delivery that follows a drop (the scheduler is reachable
+        # again): what the dropped reports said may now be stale on the scheduler.
+        self.on_dropped: Callable[[], None] | None = None
+        self._resync = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.batches = 0
@@ -38,10 +45,11 @@ class ReportSender:
 
     def send(self, report: scheduler_pb2.Report) -> None:
         self._pending.append(report)
-        if len(self._pending) > MAX_PENDING:
-            drop = len(self._pending) - MAX_PENDING
+        if len(self._pending) > self._max_pending:
+            drop = len(self._pending) - self._max_pending
             del self._pending[:drop]
             self.dropped += drop
+            self._resync = True
         self._wake.set()
 
     async def _run(self) -> None:
@@ -74,6 +82,10 @@ class ReportSender:
                 stub = self._peers.scheduler()  # the scheduler may have a new address
                 continue
             self.batches += 1
+            if self._resync:
+                self._resync = False
+                if self.on_dropped is not None:
+                    self.on_dropped()  # its reports go in the next batch
             return
 
     async def stop(self) -> None:
