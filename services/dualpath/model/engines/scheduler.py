@@ -52,6 +52,7 @@ class GlobalScheduler:
         self.de_queue: deque[Request] = deque()
         self.de_private: list[TokenQueue] = [TokenQueue() for _ in de_groups]
         self.pe_unit: dict[str, PrefillUnit] = {}
+        self._pe_group_units: list[list[PrefillUnit]] | None = None  # `_pe_group_busy`
         self.de_unit: dict[str, DecodeUnit] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.fetches = GroupFetches(
@@ -140,8 +141,18 @@ class GlobalScheduler:
 
     def _pe_group_busy(self, g: int) -> bool:
         """Every prefill unit of PE group g is in a forward (per-forward fetches)."""
-        units = self.pe_unit
-        return all(units[e.engine_id].in_forward for e in self.pe_groups[g])
+        per_group = self._pe_group_units
+        if per_group is None:  # the units exist once the runtime has built them
+            per_group = self._pe_group_units = [self._units_of(grp) for grp in self.pe_groups]
+        for unit in per_group[g]:
+            if not unit.in_forward:
+                return False
+        return True
+
+    def _units_of(self, group: list[EngineState]) -> list[PrefillUnit]:
+        """The distinct prefill units of a PE group, in engine order: one per EP group (a
+        64-GPU group has one unit, so the check above runs once, not 64 times, per kick)."""
+        return list(dict.fromkeys(self.pe_unit[e.engine_id] for e in group))
 
     def on_pe_forward_end(self, unit: PrefillUnit) -> None:
         self.fetches.forward_ended(unit.engines[0].group)
