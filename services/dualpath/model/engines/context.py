@@ -8,7 +8,7 @@ from typing import Protocol
 
 from dualpath.model.blocks import BlockStore, ChainRegistry
 from dualpath.model.blocks.tier import TierSet
-from dualpath.model.config.settings import Engine, VirtualLanes
+from dualpath.model.config.sections import Engine, VirtualLanes
 from dualpath.model.core.clock import Clock
 from dualpath.model.engines.hardware import Hardware
 from dualpath.model.entities.metrics import Metrics

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from dualpath.model.config.settings import Engine
+from dualpath.model.config.sections import Engine
 from dualpath.model.core.clock import Clock, TimerHandle
 from dualpath.model.entities.request import EngineState
 
