@@ -144,10 +144,7 @@ class GlobalScheduler:
         per_group = self._pe_group_units
         if per_group is None:  # the units exist once the runtime has built them
             per_group = self._pe_group_units = [self._units_of(grp) for grp in self.pe_groups]
-        for unit in per_group[g]:
-            if not unit.in_forward:
-                return False
-        return True
+        return all(unit.in_forward for unit in per_group[g])
 
     def _units_of(self, group: list[EngineState]) -> list[PrefillUnit]:
         """The distinct prefill units of a PE group, in engine order: one per EP group (a

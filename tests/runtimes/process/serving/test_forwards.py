@@ -155,7 +155,6 @@ def test_a_forward_end_lost_to_a_report_overflow_is_sent_again() -> None:
     so the scheduler does not hold that group's fetches for good."""
     c = _cluster("smoke")
     unit = c.prefill_units[0]
-    key = unit.engines[0].engine_id
 
     async def main() -> tuple[list[bool], int]:
         sched = _Scheduler()
