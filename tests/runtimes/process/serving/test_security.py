@@ -19,7 +19,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
-from dualpath.runtimes.process.serving.host import TokenCheck, _http_app
+from dualpath.runtimes.process.serving.auth import TokenCheck
+from dualpath.runtimes.process.serving.host import _http_app
 from dualpath.runtimes.process.serving.options import TOKEN_ENV
 from dualpath.runtimes.process.serving.peers import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, make_channel
 from dualpath.runtimes.process.serving.service import Health, ServiceShell

@@ -24,7 +24,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from dualpath.model.core.lag import bucket_quantile
-from dualpath.runtimes.process.serving.host import token_middleware
+from dualpath.runtimes.process.serving.auth import token_middleware
 
 if TYPE_CHECKING:
     from dualpath.runtimes.process.serving.scheduler import SchedulerShell

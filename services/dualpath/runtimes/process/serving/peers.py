@@ -105,7 +105,7 @@ class _BearerStreamStream(_Bearer, grpc.aio.StreamStreamClientInterceptor):
 
 def bearer_interceptors(token: str) -> list[grpc.aio.ClientInterceptor]:
     """The token on every call of a channel, whatever its kind, so no call site can forget
-    it (servers check it: host.py `TokenCheck`)."""
+    it (servers check it: auth.py `TokenCheck`)."""
     kinds = (_BearerUnaryUnary, _BearerUnaryStream, _BearerStreamUnary, _BearerStreamStream)
     return [kind(token) for kind in kinds]
 
