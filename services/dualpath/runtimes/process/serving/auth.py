@@ -1,6 +1,7 @@
-"""Token authentication for a service's gRPC server and HTTP apps (docs/services.md, "Security"): a
-gRPC interceptor and an aiohttp middleware that refuse a request without `authorization:
-Bearer TOKEN`, in constant time, before it is parsed. The health answers stay open."""
+"""Token authentication for a service's gRPC server and HTTP apps (docs/services.md,
+"Security"): a gRPC interceptor and an aiohttp middleware that refuse a request without
+`authorization: Bearer TOKEN`, in constant time, before it is parsed. The health answers
+stay open."""
 
 from __future__ import annotations
 
