@@ -14,7 +14,14 @@ from dualpath.model.config.presets import resolve
 from dualpath.model.entities.metrics import RequestRecord
 from dualpath.model.roofline import Roofline, load_gpu, load_model
 from dualpath.model.workload.script import ScriptTurn
-from dualpath.report.breakdown import STAGES, stage_times, ttft_breakdown
+from dualpath.report.breakdown import (
+    STAGES,
+    TTST_STAGES,
+    stage_times,
+    ttft_breakdown,
+    ttst_breakdown,
+    ttst_stage_times,
+)
 from dualpath.report.floor import FLOOR_TOLERANCE, FloorModel
 from dualpath.report.plots import breakdown_png_name, write_png
 from dualpath.report.render import markdown_report
@@ -61,6 +68,33 @@ def test_breakdown_means_shares_and_paths() -> None:
     assert {p: v["n"] for p, v in b["by_path"].items()} == {"de": 2, "pe": 1}
     assert b["by_path"]["pe"]["mean"]["read"] == pytest.approx(0.2)
     assert b["stages"]["queue"]["p99"] >= b["stages"]["queue"]["p50"]
+
+
+def _ttst_rec(path: str = "de", gen: int = 8, **kw: float) -> RequestRecord:
+    # first token 11.5, second 11.52: handover 0.004, h2d 0.006, join 0.003, step 0.007
+    stamps = {"handover_s": 0.004, "h2d_s": 0.006, "join_wait_s": 0.003, **kw}
+    return dataclasses.replace(_rec(path), gen=gen, **stamps)
+
+
+def test_ttst_stages_add_up_to_the_ttst() -> None:
+    st = ttst_stage_times(_ttst_rec())
+    assert st is not None and tuple(st) == TTST_STAGES
+    assert sum(st.values()) == pytest.approx(0.02)
+    assert st["first_step"] == pytest.approx(0.007)
+
+
+def test_ttst_breakdown_skips_one_token_turns_and_unstamped_rows() -> None:
+    """A one-token turn has no second token; a row written before the stamps has -1s."""
+    assert ttst_stage_times(_ttst_rec(gen=1)) is None
+    assert ttst_stage_times(_rec()) is None  # h2d_s etc. at their -1.0 defaults
+    recs = [_ttst_rec("de"), _ttst_rec("pe", h2d_s=0.010), _ttst_rec(gen=1), _rec()]
+    b = ttst_breakdown(recs)
+    assert b["n"] == 2 and b["ttst_s"]["mean"] == pytest.approx(0.02)
+    assert sum(b["stages"][k]["mean"] for k in TTST_STAGES) == pytest.approx(0.02)
+    assert sum(b["share"].values()) == pytest.approx(1.0)
+    assert b["by_path"]["pe"]["mean"]["h2d"] == pytest.approx(0.010)
+    assert b["by_path"]["pe"]["mean"]["first_step"] == pytest.approx(0.003)
+    json.dumps(ttst_breakdown([]), allow_nan=False)
 
 
 # --- the floor's closed forms against the roofline, step by step -------------------------
@@ -114,8 +148,17 @@ def test_offline_report_has_floor_and_breakdown(tmp_path: Path) -> None:
         r["latency"]["ttft_s"]["mean"], rel=1e-9
     )
     assert all(b["stages"][k]["mean"] >= -1e-12 for k in STAGES)
+    t = r["ttst_breakdown"]  # every turn of the smoke preset generates two or more tokens
+    assert t["n"] == r["latency"]["ttst_s"]["n"] > 0
+    assert sum(t["stages"][k]["mean"] for k in TTST_STAGES) == pytest.approx(
+        r["latency"]["ttst_s"]["mean"], rel=1e-9
+    )
+    assert all(t["stages"][k]["p50"] >= 0 for k in TTST_STAGES)
+    # a running chunk is cut at its next step boundary: the join wait is under one step
+    assert t["stages"]["join_wait"]["p99"] <= t["stages"]["first_step"]["p99"]
     json.dumps(r, allow_nan=False)
     md = markdown_report(r, "run.png")
+    assert "## TTST breakdown per turn" in md
     assert "## TTFT breakdown per turn" in md and "JCT floor" in md and "run-ttft.png" in md
     write_png(r, tmp_path / "run.png")
     assert (tmp_path / breakdown_png_name("run.png")).stat().st_size > 0

@@ -1,4 +1,5 @@
-"""Per-turn TTFT breakdown (report key `ttft_breakdown`; paper Fig. 12 left).
+"""Per-turn TTFT and TTST breakdowns (report keys `ttft_breakdown`, `ttst_breakdown`; the
+TTFT one is the paper's Fig. 12 left).
 
 A turn's TTFT (arrival -> first token, sampled by the PE) is cut into six stages that add
 up to it exactly, from the durations each `RequestRecord` carries:
@@ -12,14 +13,19 @@ up to it exactly, from the durations each `RequestRecord` carries:
   the DE buffer (DE-path reads: the PE<->DE transfer) or from the PE's own buffer (PE path);
 - prefill: the rest of the forwards, roofline compute and its expert all-to-all ("PF.").
 
-`prefill_wait`, `transfer` and `prefill` need the prefill engine's forward times, which only
-the one-process runtime records (the process runtime's scheduler does not receive them);
-without them the three are reported together as `prefill` and the others are null.
+`prefill_wait`, `transfer` and `prefill` need the prefill engine's forward times (both
+runtimes record them); a record without them has the three reported together as `prefill`
+and the others null.
+
+The TTST (first token -> second, turns of two or more tokens) is cut the same way into
+`TTST_STAGES`: handover (the last layers' prompt KV reaches the DE buffer, the DE is told),
+h2d (DE buffer -> DE HBM), join_wait (until the decode chunk it joins starts) and
+first_step (that chunk's first step: the rest).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +35,7 @@ from dualpath.model.entities.metrics import RequestRecord
 STAGES = ("queue", "buffer_wait", "read", "prefill_wait", "transfer", "prefill")
 SUB_STAGES = ("queue_pe", "queue_de")  # the two halves of `queue`
 _SPLIT = ("prefill_wait", "transfer")  # need the prefill engine's forward times
+TTST_STAGES = ("handover", "h2d", "join_wait", "first_step")
 
 
 def stage_times(r: RequestRecord) -> dict[str, float] | None:
@@ -67,9 +74,9 @@ def _summary(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def _means(rows: Sequence[dict[str, float]]) -> dict[str, float | None]:
+def _means(rows: Sequence[dict[str, float]], names: Sequence[str]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
-    for k in STAGES:
+    for k in names:
         a = np.asarray([row[k] for row in rows], dtype=float)
         out[k] = None if a.size == 0 or np.isnan(a).any() else float(a.mean())
     return out
@@ -79,29 +86,72 @@ def ttft_breakdown(records: Iterable[RequestRecord]) -> dict[str, Any]:
     """`stages` {stage: mean, p50, p99}, `ttft_s` (the same for TTFT: the stage means add up
     to its mean), `share` (each stage's share of the mean TTFT), `by_path` {read path: stage
     means and turn count}, `n` turns broken down, `split_measured`."""
+    out = _breakdown(records, stage_times, _ttft, STAGES, SUB_STAGES, "ttft_s")
+    # every row had the forward times that split the time after the read (a NaN in any
+    # row leaves the stage's mean None)
+    out["split_measured"] = out["n"] > 0 and out["stages"]["transfer"]["mean"] is not None
+    return out
+
+
+def ttst_stage_times(r: RequestRecord) -> dict[str, float] | None:
+    """The turn's TTST (first token -> second) in emulated seconds, in `TTST_STAGES`; None
+    for a turn of one generated token (no second token) or a row without the DE's stamps."""
+    if r.gen < 2:
+        return None
+    early = (r.handover_s, r.h2d_s, r.join_wait_s)
+    if min(early) < 0:
+        return None
+    ttst = r.t_second - r.t_first
+    return {
+        "handover": r.handover_s,
+        "h2d": r.h2d_s,
+        "join_wait": r.join_wait_s,
+        "first_step": ttst - sum(early),
+    }
+
+
+def ttst_breakdown(records: Iterable[RequestRecord]) -> dict[str, Any]:
+    """Like `ttft_breakdown`, for the TTST: `stages`, `ttst_s`, `share`, `by_path`, `n`."""
+    return _breakdown(records, ttst_stage_times, _ttst, TTST_STAGES, (), "ttst_s")
+
+
+def _ttft(r: RequestRecord) -> float:
+    return r.t_first - r.arrival
+
+
+def _ttst(r: RequestRecord) -> float:
+    return r.t_second - r.t_first
+
+
+def _breakdown(
+    records: Iterable[RequestRecord],
+    times: Callable[[RequestRecord], dict[str, float] | None],
+    total: Callable[[RequestRecord], float],
+    names: Sequence[str],
+    sub: Sequence[str],
+    total_key: str,
+) -> dict[str, Any]:
     rows: list[dict[str, float]] = []
     paths: dict[str, list[dict[str, float]]] = {}
-    ttfts: list[float] = []
+    totals: list[float] = []
     for r in records:
-        st = stage_times(r)
+        st = times(r)
         if st is None:
             continue
         rows.append(st)
-        ttfts.append(r.t_first - r.arrival)
+        totals.append(total(r))
         paths.setdefault(r.path, []).append(st)
-    split = bool(rows) and not any(np.isnan(row["transfer"]) for row in rows)
-    stages = {k: _summary([row[k] for row in rows]) for k in (*STAGES, *SUB_STAGES)}
-    mean_ttft = float(np.mean(ttfts)) if ttfts else 0.0
+    stages = {k: _summary([row[k] for row in rows]) for k in (*names, *sub)}
+    mean_total = float(np.mean(totals)) if totals else 0.0
     share = {
-        k: (s["mean"] / mean_ttft if s["mean"] is not None and mean_ttft > 0 else None)
+        k: (s["mean"] / mean_total if s["mean"] is not None and mean_total > 0 else None)
         for k, s in stages.items()
-        if k in STAGES
+        if k in names
     }
     return {
         "stages": stages,
-        "ttft_s": _summary(ttfts),
+        total_key: _summary(totals),
         "share": share,
-        "by_path": {p: {"n": len(v), "mean": _means(v)} for p, v in sorted(paths.items())},
+        "by_path": {p: {"n": len(v), "mean": _means(v, names)} for p, v in sorted(paths.items())},
         "n": len(rows),
-        "split_measured": split,
     }

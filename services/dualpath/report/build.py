@@ -16,7 +16,7 @@ from dualpath.model.engines.hardware import GBPS_TO_BYTES
 from dualpath.model.workload.script import Workload
 from dualpath.model.workload.traces import infinite_cache_hit
 from dualpath.report.bounds import ttft_stages
-from dualpath.report.breakdown import ttft_breakdown
+from dualpath.report.breakdown import ttft_breakdown, ttst_breakdown
 from dualpath.report.facts import run_bounds
 from dualpath.report.floor import FloorModel, floor_section
 from dualpath.report.plots import WINDOW_S, snic_series
@@ -299,6 +299,7 @@ def build_report(cluster: Cluster, jct: float, wall_s: float, workload: Workload
         report["bounds"]["ttft_stages"] = ttft_stages(
             report["ttft_breakdown"], cluster.policy.name, sc.model, aps
         )
+    report["ttst_breakdown"] = ttst_breakdown(reqs)
     return report
 
 

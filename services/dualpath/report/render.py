@@ -214,6 +214,7 @@ def markdown_report(report: dict[str, Any], png_name: str | None = None) -> str:
     for vl, b in cnic["bytes_by_vl"].items():
         lines.append(f"| {vl} | {b / 1e9:.1f} | {cnic['util_by_vl'][vl] * 100:.2f} % |")
     lines += _breakdown_lines(report, png_name)
+    lines += _ttst_lines(report)
     lines += bounds_lines(report)
     return "\n".join(lines) + "\n"
 
@@ -236,22 +237,51 @@ def _breakdown_lines(report: dict[str, Any], png_name: str | None) -> list[str]:
         "",
         f"{b['n']} turns, emulated seconds; the stage means add up to the mean TTFT.",
         "",
-        "| stage | mean | p50 | p99 | share of mean TTFT |",
-        "| --- | --- | --- | --- | --- |",
+        *_stage_table(b, STAGES, "ttft"),
     ]
-    for k in (*STAGES, "ttft"):
-        st = b["ttft_s"] if k == "ttft" else b["stages"][k]
-        share = 1.0 if k == "ttft" else b["share"][k]
-        pct = "–" if share is None else f"{share * 100:.1f} %"
-        lines.append(f"| {k} | {_s(st['mean'])} | {_s(st['p50'])} | {_s(st['p99'])} | {pct} |")
     if not b["split_measured"]:
-        lines += ["", "(this runtime does not record prefill forward times: prefill_wait and "
+        lines += ["", "(these records have no prefill forward times: prefill_wait and "
                   "transfer are inside prefill)"]  # fmt: skip
     if png_name:
         lines += ["", f"![TTFT breakdown]({breakdown_png_name(png_name)})"]
         if report.get("timeline", {}).get("windows"):
             lines += ["", f"![prompt TPS, TTFT and running agents over time]"
                       f"({timeline_png_name(png_name)})"]  # fmt: skip
+    return lines
+
+
+def _stage_table(b: dict[str, Any], stages: tuple[str, ...], total: str) -> list[str]:
+    """A breakdown's stages as table rows, its total (`ttft` / `ttst`) last."""
+    rows = [
+        f"| stage | mean | p50 | p99 | share of mean {total.upper()} |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for k in (*stages, total):
+        st = b[f"{total}_s"] if k == total else b["stages"][k]
+        share = 1.0 if k == total else b["share"][k]
+        pct = "–" if share is None else f"{share * 100:.1f} %"
+        rows.append(f"| {k} | {_s(st['mean'])} | {_s(st['p50'])} | {_s(st['p99'])} | {pct} |")
+    return rows
+
+
+def _ttst_lines(report: dict[str, Any]) -> list[str]:
+    """Per-turn TTST breakdown (report/breakdown.py), when the report has one."""
+    b = report.get("ttst_breakdown")
+    if not b or not b["n"]:
+        return []
+    from dualpath.report.breakdown import TTST_STAGES
+
+    lines = [
+        "",
+        "## TTST breakdown per turn",
+        "",
+        f"{b['n']} turns of two or more tokens, emulated seconds; the stage means add up to "
+        "the mean TTST (first token -> second). handover: the prompt KV's last layers reach "
+        "the DE buffer and the DE is told; h2d: DE buffer -> DE HBM; join_wait: until the "
+        "decode chunk it joins starts; first_step: that chunk's first step.",
+        "",
+        *_stage_table(b, TTST_STAGES, "ttst"),
+    ]
     return lines
 
 

@@ -115,6 +115,7 @@ class DecodeUnit:
         de = req.de
         assert de is not None
         ctx = self.ctx
+        req.t_handed = ctx.clock.now()
         self.waiting[de.engine_id] += 1
         hops = ctx.hw.h2d_hops(de)
         ctx.move(req.prompt * ctx.kv_token, hops, ctx.vl.kv_vl, lambda: self._arrived(req))
@@ -122,6 +123,7 @@ class DecodeUnit:
     def _arrived(self, req: Request) -> None:
         de = req.de
         assert de is not None
+        req.t_in_hbm = self.ctx.clock.now()
         self.ctx.hw.node_of(de).buffer.release(req.buffer_bytes)
         req.buffer_bytes = 0.0
         self.waiting[de.engine_id] -= 1
@@ -183,7 +185,9 @@ class DecodeUnit:
         self._next_chunk()
 
     def _admit(self) -> None:
+        now = self.ctx.clock.now()  # the chunk that takes them starts now
         for req in self._joining:
+            req.t_joined = now
             assert req.de is not None
             b = self._batches[req.de.engine_id]
             b.reqs[req.rid] = req

@@ -29,6 +29,10 @@ class RequestRecord:
     read_s: float = -1.0  # storage -> the reading node's DRAM buffer
     forward_s: float = 0.0  # the prefill forwards the turn was in (0: not measured here)
     load_wait_s: float = 0.0  # of forward_s: stalled on KV loads into PE HBM
+    # TTST stages (report `ttst_breakdown`), the same way; the first decode step is the rest
+    handover_s: float = -1.0  # first token -> the DE handed the turn (prompt KV in its buffer)
+    h2d_s: float = -1.0  # DE buffer -> DE HBM
+    join_wait_s: float = -1.0  # KV in DE HBM -> the decode chunk it joins starts
 
 
 @dataclass(slots=True)
@@ -111,6 +115,9 @@ class Metrics:
                 read_s=_span(req.t_read_start, req.t_read_done),
                 forward_s=req.forward_s,
                 load_wait_s=req.load_wait_s,
+                handover_s=_span(req.t_first, req.t_handed),
+                h2d_s=_span(req.t_handed, req.t_in_hbm),
+                join_wait_s=_span(req.t_in_hbm, req.t_joined),
             )
         )
 

@@ -60,6 +60,11 @@ class Request:
     # part of, and the share of it those forwards stalled on KV loads into PE HBM
     forward_s: float = 0.0
     load_wait_s: float = 0.0
+    # TTST breakdown (report `ttst_breakdown`): the DE was handed the turn (its prompt KV in
+    # the DE buffer), the KV reached DE HBM, the turn joined a decode chunk
+    t_handed: float = -1.0
+    t_in_hbm: float = -1.0
+    t_joined: float = -1.0
 
     def unplace(self) -> None:
         """Forget where this turn was placed (a node of it was lost before its client saw a
@@ -77,6 +82,7 @@ class Request:
         self.hbm_bytes = self.buffer_bytes = 0.0
         self.t_pe = self.t_de = self.t_read_start = self.t_read_done = self.t_sched = -1.0
         self.forward_s = self.load_wait_s = 0.0
+        self.t_handed = self.t_in_hbm = self.t_joined = -1.0
 
     @property
     def miss(self) -> int:

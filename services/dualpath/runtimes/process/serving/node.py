@@ -238,6 +238,11 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
                 message=message,
                 attempt=req.attempt,
                 t_scheduled=req.t_sched,
+                forward_s=req.forward_s,
+                load_wait_s=req.load_wait_s,
+                t_handed=req.t_handed,
+                t_in_hbm=req.t_in_hbm,
+                t_joined=req.t_joined,
             )
         )
 

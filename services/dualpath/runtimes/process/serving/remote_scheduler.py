@@ -295,6 +295,7 @@ class RemoteScheduler(Recovery):
         assert pe is not None
         req.t_first = rep.t_first
         req.t_sched = rep.t_scheduled
+        req.forward_s, req.load_wait_s = rep.forward_s, rep.load_wait_s
         release_prefill(req)
         self.fetches.kick("pe", [pe.group])
         hook = self.first_token.pop(req.rid, None)
@@ -307,6 +308,7 @@ class RemoteScheduler(Recovery):
         del self.inflight[req.rid]
         self.first_token.pop(req.rid, None)
         req.t_first, req.t_second, req.t_last = rep.t_first, rep.t_second, rep.t_last
+        req.t_handed, req.t_in_hbm, req.t_joined = rep.t_handed, rep.t_in_hbm, rep.t_joined
         req.generated = req.gen
         pacer = self.pacers.pop(req.rid, None)
         if pacer is not None:  # before the turn returns: the stream's tokens come first
