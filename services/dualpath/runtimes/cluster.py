@@ -222,6 +222,7 @@ def build_cluster(
         faults=FaultPlan(sc.faults.corrupt_blocks),
         gpus_per_node=t.gpus_per_node,
         de_buffer_after_pe_read=sc.fidelity.de_buffer_for_pe_reads == "after-read",
+        handover_per_forward=sc.fidelity.handover == "per-forward",
         tier=tier,
     )
     de_ctx = dataclasses.replace(pe_ctx, roofline=de_rl)

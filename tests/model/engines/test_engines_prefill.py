@@ -74,3 +74,46 @@ def test_each_turns_hit_kv_is_loaded_into_pe_hbm_once() -> None:
     _, run = _run("dualpath")
     assert run["hit_bytes"] > 0  # the agents' later turns hit their earlier context
     assert run["bytes_to_prefill_hbm"] == pytest.approx(run["hit_bytes"], rel=1e-12)
+
+
+def _handovers(handover: str) -> list[list[tuple[str, float]]]:
+    """Smoke with 16 agents: for each forward's end (prefill unit, t_first), the turns it
+    released as (their PE -> DE pair, when each was handed to its DE)."""
+    sc = resolve("smoke", {"workload": {"agents": 16}}, [f"fidelity.handover={handover}"])
+    out: dict[tuple[int, float], list[tuple[str, float]]] = {}
+
+    def setup(cluster: Cluster) -> None:
+        clock = cluster.clock
+        for i, unit in enumerate(cluster.prefill_units):
+            hook = unit._on_prefilled
+
+            def record(req: Request, i: int = i, hook: Hook = hook) -> None:
+                assert req.de is not None and req.pe is not None
+                assert clock.now() >= req.t_first
+                pair = f"{req.pe.engine_id}->{req.de.engine_id}"
+                out.setdefault((i, req.t_first), []).append((pair, clock.now()))
+                hook(req)
+
+            unit._on_prefilled = record
+
+    run_offline(sc, setup=setup)
+    return list(out.values())
+
+
+def test_a_turn_is_handed_over_when_its_own_kv_has_landed() -> None:
+    """`per-destination` (the default): the turns of one forward reach their DEs as the KV
+    flows from their PE GPU to their DE GPU land, so a turn with less KV on its way goes
+    first; `per-forward`: all of them once the forward's last flow has landed."""
+    whole = _handovers("per-forward")
+    assert any(len(turns) > 1 for turns in whole)  # forwards that end several turns
+    for turns in whole:
+        assert len({t for _, t in turns}) == 1
+    forwards = _handovers("per-destination")
+    parted = 0
+    for turns in forwards:
+        by_pair: dict[str, set[float]] = {}
+        for pair, t in turns:
+            by_pair.setdefault(pair, set()).add(t)
+        assert all(len(ts) == 1 for ts in by_pair.values())  # one flow's turns go together
+        parted += len({t for _, t in turns}) > 1
+    assert parted > 0, len(forwards)  # some forward hands its turns over at different times

@@ -198,6 +198,13 @@ class Fidelity(_Section):
         "read is in the PE buffer (the DE buffer receives the KV only from prefill on); the "
         "paper does not say. after-read runs on virtual time only",
     )
+    handover: Literal["per-destination", "per-forward"] = Field(
+        "per-destination",
+        description="when a prefilled turn is handed to its DE: once its own KV is in the DE "
+        "buffer (the KV flows from its PE GPU to its DE GPU; SGLang's decode side polls each "
+        "request's transfer), or once every KV flow of the prefill forward it ended in is "
+        "(before stop 39)",
+    )
 
 
 class Tier(_Section):

@@ -45,6 +45,9 @@ class EngineContext:
     # fidelity.de_buffer_for_pe_reads == "after-read": a PE-path read takes its DE buffer
     # space once it is in the PE buffer, not before it starts (docs/fidelity.md).
     de_buffer_after_pe_read: bool = False
+    # fidelity.handover == "per-forward": a forward's prefilled turns reach their DEs together,
+    # once all of the forward's KV is in the DE buffers (docs/fidelity.md).
+    handover_per_forward: bool = False
     # Where transfers start: the fabric itself in one process; in the process runtime a
     # transport that charges local hops here and remote hops in their owners' processes.
     transport: Transport | None = None

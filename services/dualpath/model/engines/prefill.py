@@ -19,6 +19,10 @@ from dualpath.model.entities.request import EngineState, ReadPath, Request
 from dualpath.model.policies.base import BatchItem
 
 Batches = dict[str, list[BatchItem]]
+# A forward's KV outputs, by the turns they hand over: (PE engine, DE engine), the flows one
+# PE GPU sends one DE GPU; one key for the whole forward with `fidelity.handover=per-forward`
+Outputs = dict[tuple[str, str], Join]
+_WHOLE_FORWARD = ("", "")
 
 
 class PrefillUnit:
@@ -44,7 +48,7 @@ class PrefillUnit:
         # The forward in flight: its batches, the joins it waits on, and its pipeline.
         self._batches: Batches = {}
         self._a2a = Join()
-        self._outputs = Join()
+        self._outputs: Outputs = {}
         self._loads = Join()
         self._group = 0  # index of the layer group whose loads `_loads` counts
         self._first = 0  # first layer of that group
@@ -114,7 +118,7 @@ class PrefillUnit:
         if self.on_forward_begin is not None:
             self.on_forward_begin(self)
         self._a2a = self._start_a2a(batches)
-        self._outputs = Join()
+        self._outputs = {}
         self._end = self._t_start = self._ls = now
         self._compute = 0.0
         self._group = self._first = 0
@@ -228,9 +232,10 @@ class PrefillUnit:
             longest = max(longest, t)
         return longest
 
-    def _start_outputs(self, batches: Batches, nl: int, join: Join) -> None:
+    def _start_outputs(self, batches: Batches, nl: int, outputs: Outputs) -> None:
         """Layer KV toward the DE buffer: PE path ships hit + new, DE path only new."""
         ctx = self.ctx
+        whole = ctx.handover_per_forward
         for eid, batch in batches.items():
             pe = ctx.hw.gpus[eid].engine
             by_dst: dict[str, tuple[EngineState, float]] = {}
@@ -246,13 +251,18 @@ class PrefillUnit:
                 prev = by_dst.get(de.engine_id, (de, 0.0))[1]
                 by_dst[de.engine_id] = (de, prev + tokens * ctx.kv_token_layer * nl)
             for de, nbytes in by_dst.values():
+                key = _WHOLE_FORWARD if whole else (eid, de.engine_id)
+                join = outputs.get(key)
+                if join is None:
+                    join = outputs[key] = Join()
                 ctx.move(nbytes, ctx.hw.kv_out_hops(pe, de), ctx.vl.kv_vl, join.add())
 
     # --- end of a forward -----------------------------------------------------------------
-    def _finish_forward(self, batches: Batches, outputs: Join) -> None:
+    def _finish_forward(self, batches: Batches, outputs: Outputs) -> None:
         now = self.ctx.clock.now()
+        whole = self.ctx.handover_per_forward
         self.running = {}
-        completed: list[Request] = []
+        completed: dict[tuple[str, str], list[Request]] = {}
         for eid, batch in batches.items():
             tokens = 0  # this engine's step: prompt tokens computed + first tokens sampled
             for item in batch:
@@ -262,11 +272,16 @@ class PrefillUnit:
                 if req.computed >= req.prompt:
                     req.t_first = now  # the PE samples the first token
                     tokens += 1
-                    completed.append(req)
+                    assert req.de is not None
+                    key = _WHOLE_FORWARD if whole else (eid, req.de.engine_id)
+                    completed.setdefault(key, []).append(req)
                     self._on_released(req)
             self.ctx.metrics.steps_of(eid).iteration_tokens.add(tokens)
-        if completed:  # handed over once their layers' KV is in the DE buffer
-            outputs.then(functools.partial(self._deliver, completed))
+        # Handed over once their layers' KV is in the DE buffer: each turn when the flows that
+        # carry its own KV have landed, as a decode server polls each request's transfer
+        # (docs/fidelity.md, "When a prefilled turn reaches its DE").
+        for key, reqs in completed.items():
+            outputs[key].then(functools.partial(self._deliver, reqs))
 
     def _deliver(self, completed: list[Request]) -> None:
         for req in completed:
