@@ -57,6 +57,7 @@ MODULES = (
     "dualpath.model.engines.decode",
     "dualpath.model.engines.prefill",
     "dualpath.model.engines.scheduler",
+    "dualpath.model.engines.capacity",
     "dualpath.model.engines.kv_read",
     "dualpath.runtimes.virtual.agents",
     "dualpath.report.floor",

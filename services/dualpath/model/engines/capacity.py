@@ -7,7 +7,11 @@ import functools
 from collections import deque
 from collections.abc import Callable
 
+from dualpath.compiled import mypyc_attr
 
+
+# An exception class cannot be a compiled (native) class: the rest of the module can.
+@mypyc_attr(native_class=False)
 class CapacityError(RuntimeError):
     pass
 
