@@ -62,6 +62,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runtimes.process.launcher",),  # local clusters of processes: up, run
     ("loadgen.drive",),  # `dualpath load`: a local cluster driven by Locust
     ("cli.common",),  # what every command shares: one-line errors, output paths, validate
+    ("cli.serve_checks",),  # `serve | up | run`: flags and the machine, checked up front
     ("experiments", "cli.progress"),
     (
         "cli.calibrate",

@@ -11,10 +11,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dualpath.cli.common import MAX_SPEEDUP, SPEEDUP_HELP, check_out_path, fail, validate
+from dualpath.cli.common import SPEEDUP_HELP, check_out_path, fail, validate
+from dualpath.cli.serve_checks import (
+    check_flags,
+    check_local_cluster,
+    check_redis_answers,
+    check_tokenizer,
+    log_settings,
+)
 
 ROLE_HELP = "scheduler, storage, prefill or decode"
-REDIS_PING_S = 2.0  # `up`/`run --redis-url`: an answering Redis replies in microseconds
 TOKEN_FILE_HELP = (
     "file holding the run's shared token (else $DUALPATH_TOKEN); needed to bind a "
     "non-loopback --host, and then required on every gRPC call and on /metrics"
@@ -24,94 +30,6 @@ LOG_FORMAT_HELP = "log lines: text or json (else $DUALPATH_LOG_FORMAT, else text
 LOG_LEVEL_HELP = "debug, info, warning or error (else $DUALPATH_LOG_LEVEL, else info)"
 LogFormat = Annotated[str | None, typer.Option(help=LOG_FORMAT_HELP)]
 LogLevel = Annotated[str | None, typer.Option(help=LOG_LEVEL_HELP)]
-
-
-def _log_settings(fmt: str | None, level: str | None) -> tuple[str, str]:
-    """The checked log format and level (flags, else the environment)."""
-    from dualpath.logs import resolve
-
-    try:
-        return resolve(fmt, level)
-    except ValueError as exc:
-        fail(str(exc))
-        raise  # (unreachable: fail exits)
-
-
-def _check_flags(
-    speedup: float, real_payload: float, ports: dict[str, int], redis_url: str | None
-) -> None:
-    """The process runtime's own flags, checked before anything starts (typer accepts nan
-    and inf for a float, and a port is just an int to it)."""
-    if not (math.isfinite(speedup) and 0 < speedup <= MAX_SPEEDUP):
-        fail(
-            f"--speedup {speedup}: must be > 0 and <= {MAX_SPEEDUP:,.0f} "
-            "(emulated seconds per wall second)"
-        )
-    if not (math.isfinite(real_payload) and 0 <= real_payload <= 1):
-        fail(
-            f"--real-payload {real_payload}: must be 0 (virtual payloads) to 1 (the emulated "
-            "bytes themselves; each transfer is capped at 64 MiB)"
-        )
-    for flag, port in ports.items():
-        if not 0 <= port < 65536:
-            fail(f"{flag} {port}: must be a TCP port, 0..65535 (0 = any free port)")
-    if redis_url is not None:
-        _check_redis_url(redis_url)
-
-
-def _check_redis_url(url: str) -> None:
-    import redis
-
-    from dualpath.runtimes.process.control.resilience import redact_url
-
-    try:
-        redis.ConnectionPool.from_url(url).disconnect()  # parses only, connects to nothing
-    except ValueError as exc:
-        fail(f"--redis-url {redact_url(url)!r}: {exc}, e.g. redis://127.0.0.1:6379/0")
-
-
-def _check_redis_answers(url: str) -> None:
-    """`up`/`run` are handed a Redis that should already be serving: ask it once, briefly,
-    instead of starting every service only to watch them fail to register."""
-    import redis
-
-    from dualpath.runtimes.process.control.resilience import redact_url
-
-    client = redis.Redis.from_url(
-        url, socket_connect_timeout=REDIS_PING_S, socket_timeout=REDIS_PING_S
-    )
-    try:
-        client.ping()
-    except (redis.RedisError, OSError) as exc:
-        reason = " ".join(str(exc).split())
-        fail(
-            f"--redis-url {redact_url(url)}: cannot use this Redis ({reason}); start one "
-            "there, or omit --redis-url to have a private one started"
-        )
-    finally:
-        client.close()
-
-
-def _check_local_cluster(sc: Any) -> None:
-    """`up`/`run` start one process per node: refuse a cluster this machine cannot hold,
-    and a trace that does not parse (every service parses it as it starts: one error here
-    instead of one per service, after they started)."""
-    from dualpath.model.config.workload_sources import build_workload
-
-    t = sc.topology
-    procs = t.prefill_nodes + t.decode_nodes + 2  # + storage + scheduler
-    if procs > sc.limits.max_processes:
-        fail(
-            f"topology: {t.prefill_nodes}P{t.decode_nodes}D needs {procs} local processes "
-            f"(one per node + storage + scheduler), more than limits.max_processes="
-            f"{sc.limits.max_processes}; use `dualpath sim` or Kubernetes for large clusters, "
-            "or raise limits.max_processes"
-        )
-    if sc.workload.source != "synthetic":
-        try:
-            build_workload(sc)
-        except ValueError as exc:  # TraceError names the file, line and field
-            fail(str(exc))
 
 
 FAULT_HELP = "KIND[:TARGET[.LINK=GBPS]]@AT[+FOR], emulated s (repeat; docs/faults.md)"
@@ -148,26 +66,8 @@ def _scenario(
         validate(sc, processes=True)
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
-    _check_tokenizer(sc, load_tokenizer)
+    check_tokenizer(sc, load_tokenizer)
     return sc
-
-
-def _check_tokenizer(sc: Any, load: bool) -> None:
-    """`up`/`run` load `frontdoor.tokenizer` once here (`load`): a bad one is one line and
-    exit 2 before any process starts. `serve` only finds the file (a service started by
-    `up` gets a checked one; loading it twice would slow every scheduler start)."""
-    if sc.frontdoor.tokenizer is None:
-        return
-    from dualpath.runtimes.process.frontdoor.hf_tokenizer import (
-        TokenizerError,
-        load_tokenizer,
-        resolve,
-    )
-
-    try:
-        (load_tokenizer if load else resolve)(sc.frontdoor.tokenizer)
-    except TokenizerError as exc:
-        fail(str(exc))
 
 
 def serve(
@@ -206,7 +106,7 @@ def serve(
     from dualpath.runtimes.process.serving.roles import factory
 
     log = logging.getLogger("dualpath.serve")
-    fmt, level = _log_settings(log_format, log_level)
+    fmt, level = log_settings(log_format, log_level)
     try:  # first: a refused bind must not cost a scenario load, let alone a socket
         token = load_token(token_file)
     except ValueError as exc:
@@ -214,7 +114,7 @@ def serve(
         return
     sc = _scenario(preset, set_, tokenizer=tokenizer, load_tokenizer=False)
     ports = {"--grpc-port": grpc_port, "--admin-port": admin_port, "--http-port": http_port}
-    _check_flags(speedup, real_payload, ports, redis_url)
+    check_flags(speedup, real_payload, ports, redis_url)
     if epoch is not None and not math.isfinite(epoch):
         fail(f"--epoch {epoch}: must be a finite perf_counter() reading")
     nodes = {"prefill": sc.topology.prefill_nodes, "decode": sc.topology.decode_nodes}
@@ -252,7 +152,7 @@ def _logging_for(fmt: str | None, level: str | None) -> dict[str, str]:
     service (UpOptions fields)."""
     from dualpath.logs import configure
 
-    fmt, level = _log_settings(fmt, level)
+    fmt, level = log_settings(fmt, level)
     configure("launcher", fmt, level)
     return {"log_format": fmt, "log_level": level}
 
@@ -265,7 +165,7 @@ def up_options(run_dir: Path, http_port: int, speedup: float, real_payload: floa
     from dualpath.runtimes.process.launcher.local import UpOptions
     from dualpath.runtimes.process.serving.options import load_token
 
-    _check_flags(speedup, real_payload, {"--http-port": http_port}, redis_url)
+    check_flags(speedup, real_payload, {"--http-port": http_port}, redis_url)
     token = None
     if pass_token:
         try:  # checked once here rather than failing in every service
@@ -274,7 +174,7 @@ def up_options(run_dir: Path, http_port: int, speedup: float, real_payload: floa
             fail(str(exc))
     check_out_path(run_dir_flag, run_dir, folder=True)
     if redis_url is not None:
-        _check_redis_answers(redis_url)  # last: the only check that waits
+        check_redis_answers(redis_url)  # last: the only check that waits
     return UpOptions(run_dir, http_port, speedup, real_payload, redis_url, token=token)
 
 
@@ -325,7 +225,7 @@ def up(
         fail(f"--max-restarts: expected 0 to 1000, got {max_restarts}")
     logs = _logging_for(log_format, log_level)
     sc = _scenario(preset, set_, fault=fault, tokenizer=tokenizer, policy=policy)
-    _check_local_cluster(sc)
+    check_local_cluster(sc)
     opts = up_options(run_dir, http_port, speedup, real_payload, redis_url)
     restarts = RestartPolicy(Restart(restart), max_restarts)
     opts = dataclasses.replace(opts, restart=restarts, **logs)
@@ -370,7 +270,7 @@ def run(
 
     logs = _logging_for(log_format, log_level)
     sc = _scenario(preset, set_, agents, fault, tokenizer, policy=policy)
-    _check_local_cluster(sc)
+    check_local_cluster(sc)
     check_out_path("--out", out)
     # $DUALPATH_TOKEN (if set) guards the services as for `dualpath up`; the report is
     # gathered with it (runtimes/process/launcher/collect.py).
