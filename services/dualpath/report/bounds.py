@@ -28,7 +28,7 @@ Fig. 12 (left), where the policy and APS match a reading of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -191,7 +191,7 @@ def bounds_section(
     pe: Compute,
     de: Compute,
     facts: ClusterFacts,
-    records: Sequence[RequestRecord],
+    records: Collection[RequestRecord],
     traffic: Traffic,
     jct: float,
     floor_s: float | None,

@@ -20,7 +20,7 @@ loads into PE HBM, the PE -> DE hand-over and the DE's H2D copy.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,7 +127,7 @@ class FloorModel:
 def floor_section(
     model: FloorModel,
     workload: Workload,
-    records: Sequence[RequestRecord],
+    records: Collection[RequestRecord],
     jct: float,
     open_loop: bool,
 ) -> dict[str, Any]:
@@ -158,21 +158,25 @@ def floor_section(
 
 
 def _last_agent(
-    workload: Workload, records: Sequence[RequestRecord], floors: Sequence[AgentFloor]
+    workload: Workload, records: Collection[RequestRecord], floors: Sequence[AgentFloor]
 ) -> dict[str, Any] | None:
     """The agent whose last token ended the run, and where its time went: summed TTFTs,
     summed decode (first -> last token), the rest (think times, hand-overs between turns),
     and its decode over its idle-cluster decode floor (the batch's slowdown of each step)."""
-    owner = {(t.chain, i): s for s in workload.scripts for i, t in enumerate(s.turns)}
-    mine: dict[str, list[RequestRecord]] = {}
+    owner = _Owners(workload)
+    # Two passes over the records, keeping only the last agent's: holding every agent's
+    # records (and a key per turn) took more memory than the run itself at 48P96D.
+    last: dict[str, float] = {}
     for r in records:
-        script = owner.get((r.session, r.turn))
+        script = owner.of(r)
         if script is not None:
-            mine.setdefault(script.key, []).append(r)
-    if not mine:
+            t = last.get(script.key)
+            if t is None or r.t_last > t:
+                last[script.key] = r.t_last
+    if not last:
         return None
-    key = max(mine, key=lambda k: max(r.t_last for r in mine[k]))
-    recs = mine[key]
+    key = max(last, key=last.__getitem__)
+    recs = [r for r in records if (s := owner.of(r)) is not None and s.key == key]
     start = next(s.start_s for s in workload.scripts if s.key == key)
     ran = max(r.t_last for r in recs) - start
     ttft = sum(r.t_first - r.arrival for r in recs)
@@ -188,6 +192,24 @@ def _last_agent(
         "floor_s": floor.total_s,
         "decode_over_floor": decode / floor.decode_s if floor.decode_s > 0 else None,
     }
+
+
+class _Owners:
+    """The script a record's turn belongs to: the one whose turn `r.turn` is on chain
+    `r.session` (the last such script, as a dict over every (chain, turn) would keep),
+    looked up through each chain's scripts instead of one key per turn."""
+
+    def __init__(self, workload: Workload) -> None:
+        self._by_chain: dict[int, list[AgentScript]] = {}
+        for s in reversed(workload.scripts):
+            for chain in dict.fromkeys(t.chain for t in s.turns):
+                self._by_chain.setdefault(chain, []).append(s)
+
+    def of(self, r: RequestRecord) -> AgentScript | None:
+        for s in self._by_chain.get(r.session, ()):
+            if 0 <= r.turn < len(s.turns) and s.turns[r.turn].chain == r.session:
+                return s
+        return None
 
 
 def _spread(a: Sequence[float] | np.ndarray) -> dict[str, float]:

@@ -14,7 +14,7 @@ Readings of the paper's wording (it gives no formula), stated once here:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,7 +106,7 @@ def _stats(values: Iterable[float | None]) -> dict[str, float | int]:
 
 def online_section(
     rule: StopRule,
-    records: Sequence[RequestRecord],
+    records: Collection[RequestRecord],
     *,
     aps: float,
     stop_time: float,

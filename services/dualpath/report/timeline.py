@@ -17,28 +17,28 @@ run's emulated time / WINDOW_S, not by its turns; computed once at the end in O(
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from dualpath.model.entities.metrics import RequestRecord
+from dualpath.model.entities.metrics import RequestLog, RequestRecord
 from dualpath.report.plots import WINDOW_S
 
 F64 = npt.NDArray[np.float64]
 
 
-def timeline(reqs: Sequence[RequestRecord], window_s: float = WINDOW_S) -> dict[str, Any]:
+def timeline(reqs: Collection[RequestRecord], window_s: float = WINDOW_S) -> dict[str, Any]:
     if not reqs:
         return {"window_s": window_s, "windows": 0, "prompt_tps": [], "ttft_mean_s": [],
                 "running_agents": []}  # fmt: skip
-    arrival = np.fromiter((r.arrival for r in reqs), np.float64, len(reqs))
+    arrival = _floats(reqs, "arrival")
     origin = float(arrival.min())
     arrival -= origin
-    first = np.fromiter((r.t_first for r in reqs), np.float64, len(reqs)) - origin
-    prompt = np.fromiter((r.prompt for r in reqs), np.float64, len(reqs))
-    end = max(r.t_last for r in reqs) - origin
+    first = _floats(reqs, "t_first") - origin
+    prompt = _floats(reqs, "prompt")
+    end = float(_floats(reqs, "t_last").max()) - origin
     n = max(1, math.ceil(end / window_s))
     tps = np.bincount(_window(first, window_s, n), weights=prompt, minlength=n) / window_s
     at = _window(arrival, window_s, n)
@@ -54,12 +54,20 @@ def timeline(reqs: Sequence[RequestRecord], window_s: float = WINDOW_S) -> dict[
     }
 
 
+def _floats(reqs: Collection[RequestRecord], name: str) -> F64:
+    """One field of every record as float64 (a copy): straight from a `RequestLog`'s column,
+    without building a record per row."""
+    if isinstance(reqs, RequestLog):
+        return np.array(reqs.column(name), dtype=np.float64)
+    return np.fromiter((getattr(r, name) for r in reqs), np.float64, len(reqs))
+
+
 def _window(t: F64, window_s: float, n: int) -> npt.NDArray[np.int64]:
     return np.clip((t // window_s).astype(np.int64), 0, n - 1)
 
 
 def _running(
-    reqs: Sequence[RequestRecord], origin: float, window_s: float, n: int
+    reqs: Collection[RequestRecord], origin: float, window_s: float, n: int
 ) -> npt.NDArray[np.int64]:
     """Sessions alive in each window: +1 from the window of a session's first arrival, -1
     after the window of its last token (a difference array, then a running sum)."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from typing import Any, overload
 
 from dualpath.model.entities.request import ReadPath, Request
 from dualpath.model.entities.steps import EngineSteps
@@ -33,6 +36,84 @@ class RequestRecord:
     handover_s: float = -1.0  # first token -> the DE handed the turn (prompt KV in its buffer)
     h2d_s: float = -1.0  # DE buffer -> DE HBM
     join_wait_s: float = -1.0  # KV in DE HBM -> the decode chunk it joins starts
+
+
+class RequestLog:
+    """Every finished turn's `RequestRecord`, kept by column: 8 bytes a field instead of an
+    object with its boxed numbers (≈ 600 bytes a turn), so 48P96D's 5.2 M turns fit in a
+    few GB and the garbage collector does not walk millions of records. Reading a row
+    builds its record (the same values: a float or an int round-trips exactly). A
+    `Collection` of records (not a `Sequence`: a compiled class cannot subclass an ABC), with
+    int and slice indexing."""
+
+    __slots__ = ("_cols", "_path", "_path_ids", "_paths")
+
+    def __init__(self, records: Iterable[RequestRecord] = ()) -> None:
+        self._cols: list[array[int] | array[float]] = [
+            array("d" if f.type in (float, "float") else "q")  # compiled: the type itself
+            for f in _FIELDS
+            if f.name != "path"
+        ]
+        self._path: array[int] = array("B")  # index into _paths
+        self._paths: list[str] = []
+        self._path_ids: dict[str, int] = {}
+        for r in records:
+            self.append(r)
+
+    def append(self, r: RequestRecord) -> None:
+        values = [getattr(r, f.name) for f in _FIELDS]
+        path = values.pop(_PATH_AT)
+        for col, v in zip(self._cols, values, strict=True):
+            col.append(v)
+        code = self._path_ids.get(path)
+        if code is None:
+            code = self._path_ids[path] = len(self._paths)
+            self._paths.append(path)
+        self._path.append(code)
+
+    def __len__(self) -> int:
+        return len(self._path)
+
+    @overload
+    def __getitem__(self, i: int) -> RequestRecord: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[RequestRecord]: ...
+    def __getitem__(self, i: int | slice) -> RequestRecord | list[RequestRecord]:
+        if isinstance(i, slice):
+            return [self._row(k) for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("request record index out of range")
+        return self._row(i % n)
+
+    def column(self, name: str) -> array[int] | array[float]:
+        """One field of every row, as stored (`d` floats, `q` ints): for numpy without a
+        record per row (`np.asarray(log.column("t_first"))`). Not `path`."""
+        try:
+            return self._cols[_COLUMN[name]]
+        except KeyError:
+            raise KeyError(f"no numeric request field {name!r}") from None
+
+    def __contains__(self, record: object) -> bool:
+        return any(r == record for r in self)
+
+    def __iter__(self) -> Iterator[RequestRecord]:
+        paths = self._paths
+        at = _PATH_AT
+        for code, *values in zip(self._path, *self._cols):  # noqa: B905 - equal lengths
+            row: list[Any] = values
+            row.insert(at, paths[code])
+            yield RequestRecord(*row)
+
+    def _row(self, k: int) -> RequestRecord:
+        row: list[Any] = [col[k] for col in self._cols]
+        row.insert(_PATH_AT, self._paths[self._path[k]])
+        return RequestRecord(*row)
+
+
+_FIELDS = fields(RequestRecord)
+_PATH_AT = [f.name for f in _FIELDS].index("path")
+_COLUMN = {name: i for i, name in enumerate(f.name for f in _FIELDS if f.name != "path")}
 
 
 @dataclass(slots=True)
@@ -67,7 +148,7 @@ class TierStats:
 class Metrics:
     """Append-only run record. Times are emulated seconds."""
 
-    requests: list[RequestRecord] = field(default_factory=list)
+    requests: RequestLog = field(default_factory=RequestLog)
     failed: int = 0
     read_path: dict[str, int] = field(default_factory=lambda: {"pe": 0, "de": 0})
     bytes_by_path: dict[str, float] = field(default_factory=lambda: {"pe": 0.0, "de": 0.0})

@@ -1,0 +1,51 @@
+"""`RequestLog`: finished turns kept by column read back as the records that went in."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dualpath.model.entities.metrics import Metrics, RequestLog, RequestRecord
+
+
+def _record(i: int, path: str = "pe") -> RequestRecord:
+    return RequestRecord(
+        session=i * 7919,  # above the small-int cache, and a session id as large as 48P96D's
+        turn=i,
+        prompt=65_000 + i,
+        hit=64 * i,
+        gen=1 + i % 3,
+        path=path,
+        arrival=0.1 * i,
+        t_first=math.pi * i,
+        t_second=math.pi * i + 1e-9,
+        t_last=1e6 + i / 3,
+        wait_pe_s=-1.0,
+        forward_s=0.0 if i % 2 else 1 / 7,
+    )
+
+
+def test_rows_read_back_equal_and_in_order() -> None:
+    recs = [_record(i, ("pe", "de", "split")[i % 3]) for i in range(50)]
+    log = RequestLog(recs)
+    assert len(log) == 50 and list(log) == recs  # every float and int exactly
+    assert log[0] == recs[0] and log[-1] == recs[-1] and log[7] == recs[7]
+    assert log[45:] == recs[45:] and log[-3:] == recs[-3:] and log[::10] == recs[::10]
+    assert recs[3] in log and _record(99) not in log
+    with pytest.raises(IndexError):
+        log[50]
+
+
+def test_a_column_is_the_field_of_every_row() -> None:
+    log = RequestLog(_record(i) for i in range(5))
+    assert list(log.column("t_first")) == [math.pi * i for i in range(5)]
+    assert list(log.column("session")) == [i * 7919 for i in range(5)]
+    with pytest.raises(KeyError, match="path"):
+        log.column("path")
+
+
+def test_metrics_keep_the_run_s_records_in_a_log() -> None:
+    m = Metrics()
+    m.requests.append(_record(1))
+    assert isinstance(m.requests, RequestLog) and list(m.requests) == [_record(1)]
