@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.experiments.validation import Point, csv_points, main, markdown, stats
+from dualpath.experiments.validation import MISSING, Point, csv_points, main, markdown, stats
 from tests.paths import REPO
 
 
@@ -37,3 +37,29 @@ def test_the_shipped_rows_parse_and_the_plot_is_written(tmp_path: Path) -> None:
     png = tmp_path / "v.png"
     assert main([str(REPO / "docs" / "validation.csv"), "--png", str(png)]) == 0
     assert png.stat().st_size > 10_000
+
+
+def test_rows_beyond_ten_percent_are_listed_with_their_reason(tmp_path: Path) -> None:
+    v = tmp_path / "v.csv"
+    v.write_text(
+        "figure,what,ours,paper,command,why\n"
+        "Fig. 7,near,1.05,1,cmd,\n"
+        'Fig. 7,far,0.5,1,cmd,"decode-bound, 1.8x its bound"\n'
+        "Fig. 9,farther,3,1,cmd,\n",
+        encoding="utf-8",
+    )
+    pts = csv_points(v)
+    assert [p.beyond for p in pts] == [False, True, True]
+    md = markdown(pts)
+    tail = md.split("Rows beyond ±10 % (2)")[1]
+    # largest |error| first; a row without a reason says so, the near row is not listed
+    assert tail.index("farther") < tail.index("| far |") and "near" not in tail
+    assert "| Fig. 7 | far | 0.50 | decode-bound, 1.8x its bound |" in tail
+    assert f"| Fig. 9 | farther | 3.00 | {MISSING} |" in tail
+
+
+def test_every_shipped_row_beyond_ten_percent_says_why() -> None:
+    """Issue 24: every row beyond ±10 % is explained by a measured stage or bound."""
+    pts = csv_points(REPO / "docs" / "validation.csv")
+    missing = [f"{p.figure}: {p.what}" for p in pts if p.beyond and not p.why]
+    assert missing == []
