@@ -28,13 +28,14 @@ Fig. 12 (left), where the policy and APS match a reading of it.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
-from dualpath.model.entities.metrics import RequestRecord
+from dualpath.model.entities.metrics import RequestLog, RequestRecord
 
 _PROBE = 1 << 20  # context used to read the decode step's per-token attention slopes
 BOUNDS = ("floor", "prefill", "decode", "storage_read", "cnic")
@@ -197,9 +198,16 @@ def bounds_section(
     floor_s: float | None,
 ) -> dict[str, Any]:
     """The report's `bounds`: each bound with `s` and `jct_over` (jct / s), and which binds."""
-    shapes = [(r.hit, r.prompt - r.hit) for r in records if r.prompt > r.hit]
-    prompt = np.fromiter((r.prompt for r in records), dtype=np.int64, count=len(records))
-    gen = np.fromiter((r.gen for r in records), dtype=np.int64, count=len(records))
+    if isinstance(records, RequestLog):  # the run's own: read by column, no record a row
+        hits = cast("array[int]", records.column("hit"))
+        prompts = cast("array[int]", records.column("prompt"))
+        shapes = [(h, p - h) for h, p in zip(hits, prompts, strict=True) if p > h]
+        prompt = np.asarray(prompts, dtype=np.int64)
+        gen = np.asarray(records.column("gen"), dtype=np.int64)
+    else:
+        shapes = [(r.hit, r.prompt - r.hit) for r in records if r.prompt > r.hit]
+        prompt = np.fromiter((r.prompt for r in records), dtype=np.int64, count=len(records))
+        gen = np.fromiter((r.gen for r in records), dtype=np.int64, count=len(records))
     rows: dict[str, dict[str, Any]] = {
         "floor": {"s": floor_s},
         "prefill": prefill_bound(pe, facts, shapes),

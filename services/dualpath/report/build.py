@@ -192,13 +192,13 @@ def _storage(cluster: Cluster, jct: float) -> dict[str, Any]:
 
 
 def _tokens(cluster: Cluster) -> dict[str, float]:
-    reqs = cluster.metrics.requests
-    hit = sum(r.hit for r in reqs)
-    prompt = sum(r.prompt for r in reqs)
+    reqs = cluster.metrics.requests  # by column: no record built per row
+    hit = sum(reqs.column("hit"))
+    prompt = sum(reqs.column("prompt"))
     return {
         "hit": hit,
         "miss": prompt - hit,
-        "generated": sum(r.gen for r in reqs),
+        "generated": sum(reqs.column("gen")),
         "hit_rate": hit / prompt if prompt else 0.0,
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 import pytest
 
@@ -37,6 +38,22 @@ def test_rows_read_back_equal_and_in_order() -> None:
         log[50]
 
 
+def test_every_field_lands_in_its_own_column() -> None:
+    """All fields distinct, so a column written in the wrong order cannot pass."""
+    names = [f.name for f in fields(RequestRecord)]
+    ints = {"session", "turn", "prompt", "hit", "gen"}
+    values: dict[str, object] = {
+        n: (i + 1000 if n in ints else i + 0.5) for i, n in enumerate(names)
+    }
+    values["path"] = "de"
+    rec = RequestRecord(**values)  # type: ignore[arg-type]
+    log = RequestLog([rec])
+    assert log[0] == rec
+    for n in names:
+        if n != "path":
+            assert log.column(n)[0] == values[n], n
+
+
 def test_a_column_is_the_field_of_every_row() -> None:
     log = RequestLog(_record(i) for i in range(5))
     assert list(log.column("t_first")) == [math.pi * i for i in range(5)]
@@ -49,3 +66,16 @@ def test_metrics_keep_the_run_s_records_in_a_log() -> None:
     m = Metrics()
     m.requests.append(_record(1))
     assert isinstance(m.requests, RequestLog) and list(m.requests) == [_record(1)]
+
+
+def test_rows_pending_in_a_batch_are_read_too() -> None:
+    """Rows join the columns in batches: reads in between see every row, in order."""
+    recs = [_record(i, ("pe", "de")[i % 2]) for i in range(2500)]
+    log = RequestLog()
+    for r in recs[:1500]:
+        log.append(r)
+    assert len(log) == 1500 and log[-1] == recs[1499]
+    for r in recs[1500:]:
+        log.append(r)
+    assert len(log) == 2500 and list(log) == recs
+    assert list(log.column("turn")) == list(range(2500))

@@ -46,10 +46,10 @@ class RequestLog:
     `Collection` of records (not a `Sequence`: a compiled class cannot subclass an ABC), with
     int and slice indexing."""
 
-    __slots__ = ("_cols", "_path", "_path_ids", "_paths")
+    __slots__ = ("_cols", "_path", "_path_ids", "_paths", "_pending")
 
     def __init__(self, records: Iterable[RequestRecord] = ()) -> None:
-        self._cols: list[array[int] | array[float]] = [
+        self._cols: list[array[Any]] = [
             array("d" if f.type in (float, "float") else "q")  # compiled: the type itself
             for f in _FIELDS
             if f.name != "path"
@@ -57,28 +57,52 @@ class RequestLog:
         self._path: array[int] = array("B")  # index into _paths
         self._paths: list[str] = []
         self._path_ids: dict[str, int] = {}
+        self._pending: list[tuple[Any, ...]] = []  # rows not yet in the columns
         for r in records:
             self.append(r)
 
     def append(self, r: RequestRecord) -> None:
-        values = [getattr(r, f.name) for f in _FIELDS]
-        path = values.pop(_PATH_AT)
-        for col, v in zip(self._cols, values, strict=True):
-            col.append(v)
+        # A row waits as one tuple and joins the columns in batches: one `extend` per
+        # column per batch, where an `append` per field cost ≈ 3.7 µs a turn compiled. The
+        # order is the columns' (`_FIELDS` without `path`), then `path` (a test checks it).
+        self._pending.append(
+            (
+                r.session, r.turn, r.prompt, r.hit, r.gen,
+                r.arrival, r.t_first, r.t_second, r.t_last,
+                r.wait_pe_s, r.wait_de_s, r.buffer_wait_s, r.read_s, r.forward_s,
+                r.load_wait_s, r.handover_s, r.h2d_s, r.join_wait_s, r.path,
+            )
+        )  # fmt: skip
+        if len(self._pending) >= _BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        rows = self._pending
+        if not rows:
+            return
+        self._pending = []
+        values = list(zip(*rows, strict=True))
+        cols = self._cols
+        for k in range(len(cols)):
+            cols[k].extend(values[k])
+        self._path.extend([self._code(p) for p in values[len(cols)]])
+
+    def _code(self, path: str) -> int:
         code = self._path_ids.get(path)
         if code is None:
             code = self._path_ids[path] = len(self._paths)
             self._paths.append(path)
-        self._path.append(code)
+        return code
 
     def __len__(self) -> int:
-        return len(self._path)
+        return len(self._path) + len(self._pending)
 
     @overload
     def __getitem__(self, i: int) -> RequestRecord: ...
     @overload
     def __getitem__(self, i: slice) -> list[RequestRecord]: ...
     def __getitem__(self, i: int | slice) -> RequestRecord | list[RequestRecord]:
+        self._flush()
         if isinstance(i, slice):
             return [self._row(k) for k in range(*i.indices(len(self)))]
         n = len(self)
@@ -89,6 +113,7 @@ class RequestLog:
     def column(self, name: str) -> array[int] | array[float]:
         """One field of every row, as stored (`d` floats, `q` ints): for numpy without a
         record per row (`np.asarray(log.column("t_first"))`). Not `path`."""
+        self._flush()
         try:
             return self._cols[_COLUMN[name]]
         except KeyError:
@@ -98,6 +123,7 @@ class RequestLog:
         return any(r == record for r in self)
 
     def __iter__(self) -> Iterator[RequestRecord]:
+        self._flush()
         paths = self._paths
         at = _PATH_AT
         for code, *values in zip(self._path, *self._cols):  # noqa: B905 - equal lengths
@@ -113,6 +139,7 @@ class RequestLog:
 
 _FIELDS = fields(RequestRecord)
 _PATH_AT = [f.name for f in _FIELDS].index("path")
+_BATCH = 1024  # rows kept as tuples before they join the columns
 _COLUMN = {name: i for i, name in enumerate(f.name for f in _FIELDS if f.name != "path")}
 
 
