@@ -196,20 +196,36 @@ def _last_agent(
 
 class _Owners:
     """The script a record's turn belongs to: the one whose turn `r.turn` is on chain
-    `r.session` (the last such script, as a dict over every (chain, turn) would keep),
-    looked up through each chain's scripts instead of one key per turn."""
+    `r.session` (the last such script, as a dict over every (chain, turn) would keep). A
+    chain of a few scripts is searched; a chain many scripts share (a trace's common
+    prefix) gets a turn index. Either way no key per turn for the usual one-script chain."""
 
     def __init__(self, workload: Workload) -> None:
-        self._by_chain: dict[int, list[AgentScript]] = {}
-        for s in reversed(workload.scripts):
+        by_chain: dict[int, list[AgentScript]] = {}
+        for s in reversed(workload.scripts):  # the last script first
             for chain in dict.fromkeys(t.chain for t in s.turns):
-                self._by_chain.setdefault(chain, []).append(s)
+                by_chain.setdefault(chain, []).append(s)
+        self._few = {c: got for c, got in by_chain.items() if len(got) <= _FEW}
+        self._many: dict[int, dict[int, AgentScript]] = {}
+        for c, got in by_chain.items():
+            if len(got) > _FEW:
+                index = self._many[c] = {}
+                for s in reversed(got):  # in workload order: a later script overwrites
+                    for i, t in enumerate(s.turns):
+                        if t.chain == c:
+                            index[i] = s
 
     def of(self, r: RequestRecord) -> AgentScript | None:
-        for s in self._by_chain.get(r.session, ()):
+        many = self._many.get(r.session)
+        if many is not None:
+            return many.get(r.turn)
+        for s in self._few.get(r.session, ()):
             if 0 <= r.turn < len(s.turns) and s.turns[r.turn].chain == r.session:
                 return s
         return None
+
+
+_FEW = 4  # scripts on one chain searched in turn; more get an index
 
 
 def _spread(a: Sequence[float] | np.ndarray) -> dict[str, float]:
