@@ -79,3 +79,26 @@ def test_rows_pending_in_a_batch_are_read_too() -> None:
         log.append(r)
     assert len(log) == 2500 and list(log) == recs
     assert list(log.column("turn")) == list(range(2500))
+
+
+def test_a_finished_request_becomes_the_row_its_record_would() -> None:
+    """`Metrics.finish` writes the row without building the record: the same values, each in
+    its own column, for a turn with every stage stamped and for one with none."""
+    from dualpath.model.entities.metrics import record_of
+    from dualpath.model.entities.request import ReadPath, Request
+
+    stamped = Request(rid=1, session=90_001, turn=3, prompt=70_000, gen=5, arrival=0.25)
+    stamped.hit, stamped.path = 64_000, ReadPath.DE
+    times = ("t_pe", "t_de", "t_read_start", "t_read_done", "t_first", "t_handed",
+             "t_in_hbm", "t_joined", "t_second", "t_last")  # fmt: skip
+    for k, name in enumerate(times):
+        setattr(stamped, name, 0.25 + math.sqrt(k + 1))
+    stamped.forward_s, stamped.load_wait_s = 0.7, 0.1
+    bare = Request(rid=2, session=5, turn=0, prompt=900, gen=1, arrival=1.5)
+    bare.t_first = bare.t_second = bare.t_last = 2.0
+    m = Metrics()
+    for req in (stamped, bare):
+        m.finish(req)
+    assert list(m.requests) == [record_of(stamped), record_of(bare)]
+    assert m.requests[0].read_s == stamped.t_read_done - stamped.t_read_start
+    assert m.requests[1].handover_s == -1.0 and m.requests[0].path == "de"

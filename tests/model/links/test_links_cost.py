@@ -163,3 +163,26 @@ def test_the_arbitration_memo_grows_with_the_arbitrated_links() -> None:
         return small, fabric._sharer.memo_max
 
     assert run_virtual(main) == (4096, 32 * 2304)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([1.0, 2.0, 3.0, 6.0]), st.integers(1, 3)), min_size=2, max_size=4
+    )
+)
+def test_hops_are_ordered_as_a_stable_sort_by_fair_share(shape: list[tuple[float, int]]) -> None:
+    """`join` visits a flow's hops slowest fair share first; the hand-written order for two
+    and three hops is the stable sort's, ties included (equal shares keep the path's order)."""
+    from dualpath.model.links.sharing import _by_fair_share, _fair_share
+
+    async def main(clock: VirtualClock) -> None:
+        fabric = Fabric(clock)
+        hops = []
+        for i, (rate, members) in enumerate(shape):
+            link = fabric.add_link(f"l{i}", rate * GB)
+            link.members = dict.fromkeys(range(members), 0)  # type: ignore[arg-type]
+            hops.append(link)
+        assert list(_by_fair_share(tuple(hops))) == sorted(hops, key=_fair_share)
+
+    run_virtual(main)

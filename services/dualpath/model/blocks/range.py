@@ -8,26 +8,49 @@ small frozen object per run of blocks keeps that cheap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 DEFAULT_BLOCK_TOKENS = 64
 
 
-@dataclass(frozen=True, slots=True)
 class BlockRange:
-    """Blocks [start, stop) of `session` (stop exclusive)."""
+    """Blocks [start, stop) of `session` (stop exclusive). Immutable, equal and hashed by
+    value.
 
+    A plain class, not a frozen dataclass: a frozen dataclass's generated `__init__` runs
+    interpreted even in a compiled build, and a paper-scale run makes millions of ranges.
+    `object.__setattr__` with a literal name compiles to a plain field store (mypyc)."""
+
+    __slots__ = ("session", "start", "stop")
     session: int
     start: int
     stop: int
 
-    def __post_init__(self) -> None:
-        if self.session < 0:
-            raise ValueError(f"BlockRange: session must be >= 0, got {self.session}")
-        if not 0 <= self.start <= self.stop:
-            raise ValueError(
-                f"BlockRange: need 0 <= start <= stop, got [{self.start}, {self.stop})"
-            )
+    def __init__(self, session: int, start: int, stop: int) -> None:
+        if session < 0:
+            raise ValueError(f"BlockRange: session must be >= 0, got {session}")
+        if not 0 <= start <= stop:
+            raise ValueError(f"BlockRange: need 0 <= start <= stop, got [{start}, {stop})")
+        object.__setattr__(self, "session", session)
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "stop", stop)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"BlockRange is immutable: cannot set {name!r}")
+
+    def __reduce__(self) -> tuple[type[BlockRange], tuple[int, int, int]]:
+        return BlockRange, (self.session, self.start, self.stop)  # pickled through __init__
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BlockRange):
+            return NotImplemented
+        return (
+            self.session == other.session and self.start == other.start and self.stop == other.stop
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.session, self.start, self.stop))
+
+    def __repr__(self) -> str:
+        return f"BlockRange(session={self.session}, start={self.start}, stop={self.stop})"
 
     def __len__(self) -> int:
         return self.stop - self.start

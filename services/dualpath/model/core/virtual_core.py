@@ -13,9 +13,8 @@ was scheduled. A run is deterministic for a seed. Compiled with the fabric (nati
 
 from __future__ import annotations
 
-import heapq
-from collections import deque
 from collections.abc import Callable, Coroutine
+from heapq import heapify, heappop, heappush
 from typing import Any
 
 from dualpath.model.core.virtual_loop import SimulationDeadlockError
@@ -51,7 +50,9 @@ class VirtualCore:
         self._now = 0.0
         self._seq = 0  # insertion order: equal times fire first in, first out
         self._heap: list[tuple[float, int, CoreTimer]] = []
-        self._ready: deque[CoreTimer] = deque()
+        # FIFO read from `_head`: a deque's methods were generic calls in a compiled build.
+        self._ready: list[CoreTimer] = []
+        self._head = 0
         self._cancelled = 0  # cancelled timers still in the heap or the ready queue
         self._stopped = False
         self.events = 0  # callbacks run (for the bench)
@@ -72,7 +73,7 @@ class VirtualCore:
             return timer
         timer = CoreTimer(self, when, callback)
         self._seq += 1
-        heapq.heappush(self._heap, (when, self._seq, timer))
+        heappush(self._heap, (when, self._seq, timer))
         return timer
 
     def call_soon(self, callback: Callable[[], None]) -> CoreTimer:
@@ -104,13 +105,19 @@ class VirtualCore:
         self._stopped = False
         ready, heap = self._ready, self._heap
         while not self._stopped:
-            if ready:
-                timer = ready.popleft()
+            head = self._head
+            if head < len(ready):
+                timer = ready[head]
+                if head + 1 == len(ready):  # drained: start over rather than grow
+                    ready.clear()
+                    self._head = 0
+                else:
+                    self._head = head + 1
             elif heap:
                 if self._cancelled > _COMPACT_AT and self._cancelled * 2 > len(heap):
                     self._compact()
                     continue
-                when, _, timer = heapq.heappop(heap)
+                when, _, timer = heappop(heap)
                 if not timer.cancelled:
                     self._now = when
             else:
@@ -131,7 +138,7 @@ class VirtualCore:
                 self._cancelled -= 1
             else:
                 live.append(entry)
-        heapq.heapify(live)
+        heapify(live)
         self._heap[:] = live
 
 

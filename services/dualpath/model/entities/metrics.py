@@ -76,6 +76,28 @@ class RequestLog:
         if len(self._pending) >= _BATCH:
             self._flush()
 
+    def append_request(self, req: Request) -> None:
+        """`append(record_of(req))` without the record: a dataclass's generated `__init__`
+        runs interpreted even in a compiled build, once a turn. Same row, same order."""
+        self._pending.append(
+            (
+                req.session, req.turn, req.prompt, req.hit, req.gen,
+                req.arrival, req.t_first, req.t_second, req.t_last,
+                _span(req.arrival, req.t_pe),
+                _span(req.t_pe, req.t_de),
+                _span(req.t_de, req.t_read_start),
+                _span(req.t_read_start, req.t_read_done),
+                req.forward_s,
+                req.load_wait_s,
+                _span(req.t_first, req.t_handed),
+                _span(req.t_handed, req.t_in_hbm),
+                _span(req.t_in_hbm, req.t_joined),
+                req.path.value,
+            )
+        )  # fmt: skip
+        if len(self._pending) >= _BATCH:
+            self._flush()
+
     def _flush(self) -> None:
         rows = self._pending
         if not rows:
@@ -205,29 +227,32 @@ class Metrics:
         self.bytes_by_path[path.value] += nbytes
 
     def finish(self, req: Request) -> None:
-        self.requests.append(
-            RequestRecord(
-                session=req.session,
-                turn=req.turn,
-                prompt=req.prompt,
-                hit=req.hit,
-                gen=req.gen,
-                path=req.path.value,
-                arrival=req.arrival,
-                t_first=req.t_first,
-                t_second=req.t_second,
-                t_last=req.t_last,
-                wait_pe_s=_span(req.arrival, req.t_pe),
-                wait_de_s=_span(req.t_pe, req.t_de),
-                buffer_wait_s=_span(req.t_de, req.t_read_start),
-                read_s=_span(req.t_read_start, req.t_read_done),
-                forward_s=req.forward_s,
-                load_wait_s=req.load_wait_s,
-                handover_s=_span(req.t_first, req.t_handed),
-                h2d_s=_span(req.t_handed, req.t_in_hbm),
-                join_wait_s=_span(req.t_in_hbm, req.t_joined),
-            )
-        )
+        self.requests.append_request(req)
+
+
+def record_of(req: Request) -> RequestRecord:
+    """A finished turn's record: what `Metrics.finish` keeps (by column)."""
+    return RequestRecord(
+        session=req.session,
+        turn=req.turn,
+        prompt=req.prompt,
+        hit=req.hit,
+        gen=req.gen,
+        path=req.path.value,
+        arrival=req.arrival,
+        t_first=req.t_first,
+        t_second=req.t_second,
+        t_last=req.t_last,
+        wait_pe_s=_span(req.arrival, req.t_pe),
+        wait_de_s=_span(req.t_pe, req.t_de),
+        buffer_wait_s=_span(req.t_de, req.t_read_start),
+        read_s=_span(req.t_read_start, req.t_read_done),
+        forward_s=req.forward_s,
+        load_wait_s=req.load_wait_s,
+        handover_s=_span(req.t_first, req.t_handed),
+        h2d_s=_span(req.t_handed, req.t_in_hbm),
+        join_wait_s=_span(req.t_in_hbm, req.t_joined),
+    )
 
 
 def _span(start: float, end: float) -> float:

@@ -89,7 +89,9 @@ def clear(link: Link) -> None:
 def join_covers(flow: Flow) -> None:
     """Count the flow's covers on each of its hops."""
     hops = flow.hops
-    covers = [pick(link, hops) for link in hops]
-    for link, cover in zip(hops, covers, strict=True):
+    covers: list[Link] = []
+    for link in hops:  # a pick reads only its own link's counts (hops are distinct links)
+        cover = pick(link, hops)
         add(link, cover)
+        covers.append(cover)
     flow.covers = covers

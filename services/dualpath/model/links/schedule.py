@@ -9,9 +9,8 @@ surface, and the heap is rebuilt if they ever outnumber live entries by far.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
+from heapq import heapify, heappop, heappush
 
 from dualpath.model.links.link import ACTIVE, Flow
 
@@ -28,12 +27,16 @@ class CompletionQueue:
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Flow]] = []
-        self._seq = itertools.count()  # tie-break: never compare flows, keep FIFO order
+        # Tie-break: never compare flows, keep FIFO order. A native int, not
+        # `itertools.count()`, whose `next` was a generic call in a compiled build.
+        self._seq = 0
 
     def push_if_earlier(self, flow: Flow, t_finish: float) -> None:
         if t_finish < flow.heap_t:
             flow.heap_t = t_finish
-            heapq.heappush(self._heap, (t_finish, next(self._seq), flow))
+            seq = self._seq
+            self._seq = seq + 1
+            heappush(self._heap, (t_finish, seq, flow))
 
     def next_time(self) -> float:
         """Earliest live completion time (INF if none); drops orphans found on top."""
@@ -42,14 +45,14 @@ class CompletionQueue:
             t, _, flow = heap[0]
             if flow.heap_t == t and flow.state == ACTIVE:
                 return t
-            heapq.heappop(heap)
+            heappop(heap)
         return INF
 
     def pop_due(self, t_ev: float) -> list[Flow]:
         """Flows finished by t_ev (within tolerance); unfinished ones are re-queued."""
         heap, lim, batch = self._heap, t_ev + tolerance(t_ev), []
         while heap and heap[0][0] <= lim:
-            te, _, flow = heapq.heappop(heap)
+            te, _, flow = heappop(heap)
             if flow.heap_t != te or flow.state != ACTIVE:
                 continue  # orphaned by an earlier entry, or the flow is gone
             flow.heap_t = INF
@@ -62,11 +65,13 @@ class CompletionQueue:
                     batch.append(flow)
                 else:
                     flow.heap_t = t_finish
-                    heapq.heappush(heap, (t_finish, next(self._seq), flow))
+                    seq = self._seq
+                    self._seq = seq + 1
+                    heappush(heap, (t_finish, seq, flow))
         return batch
 
     def compact_if_sparse(self, live: int) -> None:
         heap = self._heap
         if len(heap) > 4 * live + 1024:
             self._heap = [e for e in heap if e[2].heap_t == e[0] and e[2].state == ACTIVE]
-            heapq.heapify(self._heap)
+            heapify(self._heap)

@@ -20,7 +20,6 @@ cascade bit for bit (same floats, same order), so results do not depend on which
 from __future__ import annotations
 
 import math
-from collections import deque
 
 from dualpath.model.links.arbitration import allocate, equal_waterfill
 from dualpath.model.links.cover import clear, coverable, join_covers, remove
@@ -57,7 +56,9 @@ class Sharer:
 
     def __init__(self, max_cascade: int) -> None:
         self.max_cascade = max_cascade
-        self._queue: deque[Link] = deque()
+        # FIFO of dirty links: a list read from a head index, where a deque's methods were
+        # generic calls in a compiled build (mypyc has no native deque).
+        self._queue: list[Link] = []
         # VL-arbitrated splits by (link, VLs, caps): a pure function of those and the link's
         # rate and tables, and the same few configurations recur (a KV flow next to a model
         # flow, both uncapped), so a hit returns the very floats `allocate` would.
@@ -106,8 +107,7 @@ class Sharer:
                     self._make_inert(link)
         # Likely bottleneck first: its offer then reaches the roomier hops before they are
         # recomputed, which saves a round of the cascade.
-        order = hops if len(hops) == 1 else sorted(hops, key=_fair_share)
-        for link in order:
+        for link in hops if len(hops) == 1 else _by_fair_share(hops):
             if not link.inert:
                 self.mark(link)
 
@@ -234,12 +234,13 @@ class Sharer:
             return
         budget = len(queue) + self.max_cascade
         steps = 0
-        popleft = queue.popleft
-        while queue:
+        head = 0
+        while head < len(queue):  # the cascade appends to `queue` as it goes
             if steps >= budget:
                 self.cascade_truncations += 1
                 break
-            link = popleft()
+            link = queue[head]
+            head += 1
             link.dirty = False
             if link.inert:  # left out after it was queued
                 link.pending.clear()
@@ -252,6 +253,10 @@ class Sharer:
             link.pending.clear()
             steps += 1
         self.steps += steps
+        if head < len(queue):  # cut: the rest waits for the next event
+            self._queue = queue[head:]
+        else:
+            queue.clear()
 
     # --- one link ------------------------------------------------------------------------
 
@@ -403,3 +408,24 @@ class Sharer:
 
 def _fair_share(link: Link) -> float:
     return link.rate / len(link.members)
+
+
+def _by_fair_share(hops: tuple[Link, ...]) -> list[Link] | tuple[Link, ...]:
+    """`sorted(hops, key=_fair_share)`, by hand for the common two and three hops (a stable
+    insertion sort: equal shares keep their order), where the call and its key list cost
+    more than the comparisons in a compiled build."""
+    n = len(hops)
+    if n == 2:
+        a, b = hops
+        return hops if _fair_share(a) <= _fair_share(b) else (b, a)
+    if n != 3:
+        return sorted(hops, key=_fair_share)
+    a, b, c = hops
+    fa, fb, fc = _fair_share(a), _fair_share(b), _fair_share(c)
+    if fb < fa:
+        a, b, fa, fb = b, a, fb, fa
+    if fc < fb:
+        if fc < fa:
+            return (c, a, b)
+        return (a, c, b)
+    return (a, b, c)

@@ -73,6 +73,13 @@ class Roofline:
         self._d_att = g.attn_pair_flops / (att_dec * sd * bf16)
         self._d_idx = g.index_pair_flops / (k.attn_decode * sd * fp8)
         self._d_att_mem = 1.0 / (k.mem_attn_decode * sd * bw)
+        # The geometry's counts a decode step reads, as native fields: `g` is a frozen
+        # dataclass of an uncompiled module, and a compiled step paid a dict lookup a field.
+        self._g_kv_layer: int = g.kv_layer
+        self._g_index_pair: int = g.index_pair_flops
+        self._g_index_layer: int = g.index_layer
+        self._g_dense_layers: int = g.dense_layers
+        self._g_topk: int = g.topk
         self._kv_mem = g.kv_layer * self._p_mem  # prefill seconds per KV token touched
         self._idx_mem = g.index_layer * self._p_mem
         # Weight bytes resident on this GPU, per operator group.
@@ -102,7 +109,7 @@ class Roofline:
 
     def attended(self, ctx: int) -> int:
         """Keys one decode query attends: min(ctx, top-k) under DSA, else ctx."""
-        topk = self._g.topk
+        topk = self._g_topk
         return ctx if not topk or ctx < topk else topk
 
     # --- prefill -----------------------------------------------------------------------
@@ -178,7 +185,7 @@ class Roofline:
             return 0.0
         attn = self._prefill_attention_layer(batch)
         dense_t, moe_t = self._prefill_ffn_layers(n)
-        n_dense = max(0, min(first_layer + nl, self._g.dense_layers) - first_layer)
+        n_dense = max(0, min(first_layer + nl, self._g_dense_layers) - first_layer)
         return nl * (attn + self._layer_ovh) + n_dense * dense_t + (nl - n_dense) * moe_t
 
     def prefill_attention_time(self, batch: Sequence[tuple[int, int]]) -> float:
@@ -210,10 +217,11 @@ class Roofline:
         """
         if batch_size <= 0:
             return 0.0
-        g = self._g
-        att = max(sum_attended * self._d_att, sum_attended * g.kv_layer * self._d_att_mem)
-        if g.index_pair_flops:
-            att += max(sum_context * self._d_idx, sum_context * g.index_layer * self._d_att_mem)
+        att = max(sum_attended * self._d_att, sum_attended * self._g_kv_layer * self._d_att_mem)
+        if self._g_index_pair:
+            att += max(
+                sum_context * self._d_idx, sum_context * self._g_index_layer * self._d_att_mem
+            )
         hit = self._decode_cache.get(batch_size)
         if hit is None:
             if len(self._decode_cache) >= _FFN_CACHE_MAX:
@@ -222,7 +230,11 @@ class Roofline:
         attn_proj, dense, moe, head = hit
         layer = att + attn_proj + self._layer_ovh
         return (
-            g.layers * layer + g.dense_layers * dense + g.moe_layers * moe + head + self._step_ovh
+            self.layers * layer
+            + self._g_dense_layers * dense
+            + self.moe_layers * moe
+            + head
+            + self._step_ovh
         )
 
     def _decode_gemms(self, b: int) -> tuple[float, float, float, float]:
