@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -29,9 +30,9 @@ import numpy.typing as npt
 from dualpath.model.blocks.range import BlockRange
 
 U64 = npt.NDArray[np.uint64]
-MASK64 = (1 << 64) - 1
+MASK64: Final = (1 << 64) - 1
 _PERSON = b"dualpath/kv-blk"  # domain separation from any other blake2b use
-LOOKAHEAD = 32  # blocks `SessionChain.ensure` computes past the one asked for, at most
+LOOKAHEAD: Final = 32  # blocks `SessionChain.ensure` computes past the one asked for, at most
 
 
 def range_sum(prefix: U64, start: int, stop: int) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from heapq import heapify, heappop, heappush
-from typing import Any
+from typing import Any, Final
 
 from dualpath.model.core.virtual_loop import SimulationDeadlockError
 
@@ -23,7 +23,7 @@ __all__ = ["CoreTimer", "SimulationDeadlockError", "VirtualCore"]
 
 # Drop cancelled timers from the heap once they are this many and over half of it (the
 # fabric cancels and re-arms its timer often; most cancelled entries lie far ahead).
-_COMPACT_AT = 256
+_COMPACT_AT: Final = 256
 
 
 class CoreTimer:

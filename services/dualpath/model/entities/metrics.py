@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any, overload
+from typing import Any, Final, overload
 
 from dualpath.model.entities.request import ReadPath, Request
 from dualpath.model.entities.steps import EngineSteps
@@ -160,8 +160,8 @@ class RequestLog:
 
 
 _FIELDS = fields(RequestRecord)
-_PATH_AT = [f.name for f in _FIELDS].index("path")
-_BATCH = 1024  # rows kept as tuples before they join the columns
+_PATH_AT: Final = [f.name for f in _FIELDS].index("path")
+_BATCH: Final = 1024  # rows kept as tuples before they join the columns
 _COLUMN = {name: i for i, name in enumerate(f.name for f in _FIELDS if f.name != "path")}
 
 

@@ -12,14 +12,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Final
 
-INF = math.inf
-UNBOUNDED_HIGH_LIMIT = 255
+INF: Final = math.inf
+UNBOUNDED_HIGH_LIMIT: Final = 255
 # IBA counts `high_limit` in 4 KB units whatever the MTU, and table weights in 64-byte credits
 # (a fluid share needs only the weights' ratios, so no credit size here).
-HIGH_LIMIT_UNIT_BYTES = 4096
-MAX_DATA_VL = 14
-_MAX_WEIGHT = 255
+HIGH_LIMIT_UNIT_BYTES: Final = 4096
+MAX_DATA_VL: Final = 14
+_MAX_WEIGHT: Final = 255
 
 
 def _frozen_table(name: str, table: Mapping[int, int]) -> Mapping[int, int]:

@@ -11,12 +11,13 @@ link as flows join and leave, so the test is O(1) per hop.
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from dualpath.model.links.link import Flow, Link
 
 # Re-sum the covers exactly when the running sum is this close to the link's rate.
-_RESUM_RTOL = 1e-9
-_STRICT = 1.0 - 1e-9
+_RESUM_RTOL: Final = 1e-9
+_STRICT: Final = 1.0 - 1e-9
 
 
 def below(a: Link, b: Link) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from dualpath.model.core.clock import Clock, TimerHandle
 from dualpath.model.links.arbitration import VlArbitration
@@ -19,7 +20,7 @@ from dualpath.model.links.link import ACTIVE, CANCELLED, DONE, Flow, Link
 from dualpath.model.links.schedule import CompletionQueue, tolerance
 from dualpath.model.links.sharing import Sharer
 
-INF = math.inf
+INF: Final = math.inf
 
 
 class Fabric:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from dualpath.model.links.arbitration import MAX_DATA_VL, VlArbitration
 from dualpath.model.links.stats import new_series, series_until, spread
@@ -17,8 +17,10 @@ from dualpath.model.links.stats import new_series, series_until, spread
 if TYPE_CHECKING:
     from dualpath.model.links.fabric import Fabric
 
-INF = math.inf
-ACTIVE, DONE, CANCELLED = 0, 1, 2
+INF: Final = math.inf
+ACTIVE: Final = 0
+DONE: Final = 1
+CANCELLED: Final = 2
 
 
 class LinkCounters(NamedTuple):

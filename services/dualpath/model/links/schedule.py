@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from heapq import heapify, heappop, heappush
+from typing import Final
 
 from dualpath.model.links.link import ACTIVE, Flow
 
-INF = math.inf
+INF: Final = math.inf
 
 
 def tolerance(t: float) -> float:

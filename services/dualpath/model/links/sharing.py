@@ -20,23 +20,26 @@ cascade bit for bit (same floats, same order), so results do not depend on which
 from __future__ import annotations
 
 import math
+from math import fsum
+from typing import Final
 
 from dualpath.model.links.arbitration import allocate, equal_waterfill
 from dualpath.model.links.cover import clear, coverable, join_covers, remove
 from dualpath.model.links.link import Flow, Link
 
-INF = math.inf
+INF: Final = math.inf
 # A share below cap x this means "this hop is the bottleneck" (ties count as not limiting).
-_BOTTLENECK = 1.0 - 1e-9
+_BOTTLENECK: Final = 1.0 - 1e-9
 # Offers that move by less than this (relative) are not propagated: stops float-noise churn.
-_OFFER_RTOL = 1e-9
+_OFFER_RTOL: Final = 1e-9
 # Aggregate fast paths need this much headroom so drift in running sums can never overbook.
-_SLACK = 1.0 - 1e-9
-MODE_FULL, MODE_FREE = 0, 1
-_MEMO_MAX = 4096  # arbitrated splits kept (cleared when full: bounded memory) ...
+_SLACK: Final = 1.0 - 1e-9
+MODE_FULL: Final = 0
+MODE_FREE: Final = 1
+_MEMO_MAX: Final = 4096  # arbitrated splits kept (cleared when full: bounded memory) ...
 # ... or this many per arbitrated link, if more: a 48P96D fabric has 2,304 CNIC directions,
 # and a memo sized for one 2P4D unit (96) was cleared so often that its hit rate collapsed.
-_MEMO_PER_LINK = 32
+_MEMO_PER_LINK: Final = 32
 
 
 class Sharer:
@@ -138,7 +141,7 @@ class Sharer:
             else:
                 finite.append(cap)
             pending[flow] = None
-        link.fin_sum = math.fsum(finite)
+        link.fin_sum = fsum(finite)
         link.cap_max = max(finite, default=0.0)
         link.mode = MODE_FULL
         self.mark(link)
@@ -344,11 +347,19 @@ class Sharer:
                     memo.clear()
                 hit = memo[key] = allocate(link.rate, arb, vls, caps)
             shares = hit
-        finite = [c for c in caps if c != INF]
-        link.fin_sum = math.fsum(finite)  # re-anchor the running aggregates exactly
-        link.cap_max = max(finite, default=0.0)
+        finite: list[float] = []
+        cap_max = 0.0
+        for c in caps:
+            if c != INF:
+                finite.append(c)
+                if c > cap_max:  # noqa: PLR1730 - hot path: cheaper than a max() call
+                    cap_max = c
+        link.fin_sum = fsum(finite)  # re-anchor the running aggregates exactly
+        link.cap_max = cap_max
         touched = self.touched
-        for (flow, i), cap, share in zip(members.items(), caps, shares, strict=True):
+        for k, (flow, i) in enumerate(members.items()):
+            cap = caps[k]
+            share = shares[k]
             # `_grant(flow, i, share, offer)`, inlined
             offer = share if share < cap * _BOTTLENECK else INF
             alloc = flow.alloc
@@ -380,7 +391,11 @@ class Sharer:
         elif n > 3:
             for j in range(n):
                 if j != i:
-                    self._set_cap(flow, j, min(o for k, o in enumerate(offers) if k != j))
+                    cap = INF
+                    for k in range(n):
+                        if k != j and offers[k] < cap:
+                            cap = offers[k]
+                    self._set_cap(flow, j, cap)
 
     def _set_cap(self, flow: Flow, j: int, cap: float) -> None:
         old = flow.cap[j]

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Final, Literal
 
 from dualpath.model.roofline.geometry import causal_pairs, geometry, topk_pairs
 from dualpath.model.roofline.profiles import GpuProfile, ModelProfile
 
 Mode = Literal["end_to_end", "kernel"]
 BYTES_PER_GB_PER_PFLOP = 1e6  # (B / 1e9) / (FLOP / 1e15) = B/FLOP · 1e6
-_FFN_CACHE_MAX = 1 << 16  # bound on memoised Σ-new-token values per instance
+_FFN_CACHE_MAX: Final = 1 << 16  # bound on memoised Σ-new-token values per instance
 
 
 class Roofline:
