@@ -39,6 +39,7 @@ MODULES = (
     "dualpath.model.links.link",
     "dualpath.model.links.schedule",
     "dualpath.model.links.cover",
+    "dualpath.model.links.passes",
     "dualpath.model.links.sharing",
     "dualpath.model.links.fabric",
     "dualpath.model.roofline.model",

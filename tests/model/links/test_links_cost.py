@@ -174,7 +174,7 @@ def test_the_arbitration_memo_grows_with_the_arbitrated_links() -> None:
 def test_hops_are_ordered_as_a_stable_sort_by_fair_share(shape: list[tuple[float, int]]) -> None:
     """`join` visits a flow's hops slowest fair share first; the hand-written order for two
     and three hops is the stable sort's, ties included (equal shares keep the path's order)."""
-    from dualpath.model.links.sharing import _by_fair_share, _fair_share
+    from dualpath.model.links.passes import by_fair_share, fair_share
 
     async def main(clock: VirtualClock) -> None:
         fabric = Fabric(clock)
@@ -183,6 +183,6 @@ def test_hops_are_ordered_as_a_stable_sort_by_fair_share(shape: list[tuple[float
             link = fabric.add_link(f"l{i}", rate * GB)
             link.members = dict.fromkeys(range(members), 0)  # type: ignore[arg-type]
             hops.append(link)
-        assert list(_by_fair_share(tuple(hops))) == sorted(hops, key=_fair_share)
+        assert list(by_fair_share(tuple(hops))) == sorted(hops, key=fair_share)
 
     run_virtual(main)

@@ -19,23 +19,19 @@ cascade bit for bit (same floats, same order), so results do not depend on which
 
 from __future__ import annotations
 
-import math
 from math import fsum
 from typing import Final
 
-from dualpath.model.links.arbitration import allocate, equal_waterfill
 from dualpath.model.links.cover import clear, coverable, join_covers, remove
 from dualpath.model.links.link import Flow, Link
+from dualpath.model.links.passes import (
+    INF,
+    MODE_FULL,
+    by_fair_share,
+    recompute,
+    single_pass,
+)
 
-INF: Final = math.inf
-# A share below cap x this means "this hop is the bottleneck" (ties count as not limiting).
-_BOTTLENECK: Final = 1.0 - 1e-9
-# Offers that move by less than this (relative) are not propagated: stops float-noise churn.
-_OFFER_RTOL: Final = 1e-9
-# Aggregate fast paths need this much headroom so drift in running sums can never overbook.
-_SLACK: Final = 1.0 - 1e-9
-MODE_FULL: Final = 0
-MODE_FREE: Final = 1
 _MEMO_MAX: Final = 4096  # arbitrated splits kept (cleared when full: bounded memory) ...
 # ... or this many per arbitrated link, if more: a 48P96D fabric has 2,304 CNIC directions,
 # and a memo sized for one 2P4D unit (96) was cleared so often that its hit rate collapsed.
@@ -47,11 +43,11 @@ class Sharer:
 
     __slots__ = (
         "_arbitrated",
-        "_memo",
         "_queue",
         "cascade_truncations",
         "covering",
         "max_cascade",
+        "memo",
         "memo_max",
         "steps",
         "touched",
@@ -65,7 +61,7 @@ class Sharer:
         # VL-arbitrated splits by (link, VLs, caps): a pure function of those and the link's
         # rate and tables, and the same few configurations recur (a KV flow next to a model
         # flow, both uncapped), so a hit returns the very floats `allocate` would.
-        self._memo: dict[tuple[Link, tuple[int, ...], tuple[float, ...]], list[float]] = {}
+        self.memo: dict[tuple[Link, tuple[int, ...], tuple[float, ...]], list[float]] = {}
         self.memo_max = _MEMO_MAX
         self._arbitrated = 0
         self.touched: dict[Flow, None] = {}  # insertion-ordered: keeps runs deterministic
@@ -110,7 +106,7 @@ class Sharer:
                     self._make_inert(link)
         # Likely bottleneck first: its offer then reaches the roomier hops before they are
         # recomputed, which saves a round of the cascade.
-        for link in hops if len(hops) == 1 else _by_fair_share(hops):
+        for link in hops if len(hops) == 1 else by_fair_share(hops):
             if not link.inert:
                 self.mark(link)
 
@@ -123,7 +119,7 @@ class Sharer:
                 flow.alloc[i] = INF
                 touched[flow] = None
             if flow.offer[i] != INF:
-                self._publish(flow, i, INF)
+                self.publish(flow, i, INF)
         link.inf_members.clear()
         link.pending.clear()
         link.fin_sum, link.cap_max, link.mode = 0.0, 0.0, MODE_FULL
@@ -227,7 +223,7 @@ class Sharer:
 
     def rate_changed(self, link: Link) -> None:
         link.mode = MODE_FULL  # (the caller stops covering first: ranks may have moved)
-        self._memo.clear()  # keyed without the rate: a rate change is rare
+        self.memo.clear()  # keyed without the rate: a rate change is rare
         self.mark(link)
 
     def relax(self) -> None:
@@ -250,9 +246,9 @@ class Sharer:
                 continue
             n = len(link.members)
             if n == 1:
-                self._single_pass(link)
+                single_pass(self, link)
             elif n:
-                self._recompute(link)
+                recompute(self, link)
             link.pending.clear()
             steps += 1
         self.steps += steps
@@ -263,117 +259,7 @@ class Sharer:
 
     # --- one link ------------------------------------------------------------------------
 
-    def _recompute(self, link: Link) -> None:
-        """A link with two or more flows: the aggregate fast path, or a full water-fill."""
-        # One VL on an arbitrated link behaves like plain sharing: the arbiter is
-        # work-conserving, so a lone VL gets the whole link.
-        plain = link.plain or len(link.vl_members) == 1
-        n_inf = len(link.inf_members)
-        headroom = link.rate - link.fin_sum
-        if n_inf == 0:
-            free = headroom >= link.rate * (1.0 - _SLACK)
-            level = INF
-        else:  # only plain links: with VL arbitration an uncapped VL0 flow may squeeze VL2
-            level = headroom / n_inf
-            free = plain and link.cap_max <= level * _SLACK
-        if free:
-            self._free_pass(link, level)
-        else:
-            self._full_pass(link, plain)
-
-    def _single_pass(self, link: Link) -> None:
-        """One flow: it gets the link's rate, or its cap if that is lower (`_grant` inlined:
-        this is the most common recomputation)."""
-        for flow, i in link.members.items():
-            cap = flow.cap[i]
-            rate = link.rate
-            share = cap if cap < rate else rate
-            offer = share if share < cap * _BOTTLENECK else INF
-            alloc = flow.alloc
-            if alloc[i] != share:
-                alloc[i] = share
-                self.touched[flow] = None
-            old = flow.offer[i]
-            if offer != old and not (
-                offer < INF and old < INF and abs(offer - old) <= _OFFER_RTOL * old
-            ):
-                self._publish(flow, i, offer)
-            link.fin_sum = link.cap_max = cap if cap != INF else 0.0
-        link.mode = MODE_FULL
-
-    def _free_pass(self, link: Link, level: float) -> None:
-        """No capped flow is limited here: capped flows get their cap, uncapped ones share the
-        rest equally. After a free pass only flows whose cap changed need revisiting."""
-        members = link.members
-        inf_members = link.inf_members
-        touched = self.touched
-        for flow in link.pending if link.mode == MODE_FREE else members:
-            if flow in inf_members:
-                continue
-            i = members[flow]
-            cap = flow.cap[i]
-            alloc = flow.alloc
-            if alloc[i] != cap:
-                alloc[i] = cap
-                touched[flow] = None
-            if flow.offer[i] != INF:
-                self._publish(flow, i, INF)
-        for flow in inf_members:  # `_grant(flow, i, level, level)`, inlined
-            i = members[flow]
-            alloc = flow.alloc
-            if alloc[i] != level:
-                alloc[i] = level
-                touched[flow] = None
-            old = flow.offer[i]
-            if level != old and not (
-                level < INF and old < INF and abs(level - old) <= _OFFER_RTOL * old
-            ):
-                self._publish(flow, i, level)
-        link.mode = MODE_FREE
-
-    def _full_pass(self, link: Link, plain: bool) -> None:
-        members = link.members
-        caps = [flow.cap[i] for flow, i in members.items()]
-        arb = link.arbitration
-        if arb is None or plain:
-            shares = equal_waterfill(link.rate, caps)
-        else:
-            vls = tuple([flow.vl for flow in members])
-            key = (link, vls, tuple(caps))
-            memo = self._memo
-            hit = memo.get(key)
-            if hit is None:
-                if len(memo) >= self.memo_max:
-                    memo.clear()
-                hit = memo[key] = allocate(link.rate, arb, vls, caps)
-            shares = hit
-        finite: list[float] = []
-        cap_max = 0.0
-        for c in caps:
-            if c != INF:
-                finite.append(c)
-                if c > cap_max:  # noqa: PLR1730 - hot path: cheaper than a max() call
-                    cap_max = c
-        link.fin_sum = fsum(finite)  # re-anchor the running aggregates exactly
-        link.cap_max = cap_max
-        touched = self.touched
-        for k, (flow, i) in enumerate(members.items()):
-            cap = caps[k]
-            share = shares[k]
-            # `_grant(flow, i, share, offer)`, inlined
-            offer = share if share < cap * _BOTTLENECK else INF
-            alloc = flow.alloc
-            if alloc[i] != share:
-                alloc[i] = share
-                touched[flow] = None
-            old = flow.offer[i]
-            if offer != old and not (
-                offer < INF and old < INF and abs(offer - old) <= _OFFER_RTOL * old
-            ):
-                self._publish(flow, i, offer)
-        link.mode = MODE_FULL
-
-    def _publish(self, flow: Flow, i: int, offer: float) -> None:
+    def publish(self, flow: Flow, i: int, offer: float) -> None:
         """Hop i's offer changed: the caps on the flow's other hops follow."""
         offers = flow.offer
         offers[i] = offer
@@ -419,28 +305,3 @@ class Sharer:
         if not link.dirty:
             link.dirty = True
             self._queue.append(link)
-
-
-def _fair_share(link: Link) -> float:
-    return link.rate / len(link.members)
-
-
-def _by_fair_share(hops: tuple[Link, ...]) -> list[Link] | tuple[Link, ...]:
-    """`sorted(hops, key=_fair_share)`, by hand for the common two and three hops (a stable
-    insertion sort: equal shares keep their order), where the call and its key list cost
-    more than the comparisons in a compiled build."""
-    n = len(hops)
-    if n == 2:
-        a, b = hops
-        return hops if _fair_share(a) <= _fair_share(b) else (b, a)
-    if n != 3:
-        return sorted(hops, key=_fair_share)
-    a, b, c = hops
-    fa, fb, fc = _fair_share(a), _fair_share(b), _fair_share(c)
-    if fb < fa:
-        a, b, fa, fb = b, a, fb, fa
-    if fc < fb:
-        if fc < fa:
-            return (c, a, b)
-        return (a, c, b)
-    return (a, b, c)
