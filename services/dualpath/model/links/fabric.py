@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from dualpath.model.core.clock import Clock, TimerHandle
+from dualpath.model.core.virtual_core import VirtualCore
 from dualpath.model.links.arbitration import VlArbitration
 from dualpath.model.links.link import ACTIVE, CANCELLED, DONE, Flow, Link
 from dualpath.model.links.schedule import CompletionQueue, tolerance
@@ -30,6 +31,9 @@ class Fabric:
         if max_cascade < 0:
             raise ValueError(f"max_cascade must be >= 0, got {max_cascade}")
         self._clock = clock
+        # The same clock, typed, when it is the virtual core: its `now` and `call_at` are then
+        # native calls in a compiled build, where a call through the `Clock` protocol is not.
+        self._core: VirtualCore | None = clock if isinstance(clock, VirtualCore) else None
         self._bucket_s = bucket_s
         self.links: dict[str, Link] = {}
         self._due = CompletionQueue()
@@ -112,7 +116,7 @@ class Fabric:
         """The fabric's emulated time: never behind the last event it processed."""
         if self._advancing:
             return self._t
-        t = self._clock.now()
+        t = self._clock_now()
         if self._pending and t > self._pending_t:  # the instant is over: its re-share first
             self._flush()
         return t if t > self._t else self._t
@@ -140,7 +144,7 @@ class Fabric:
         if nbytes == 0 or not path:
             flow.state, flow.left, flow.finished_at = DONE, 0.0, t
             if on_done is not None:  # never synchronously: callers expect a later callback
-                self._clock.call_at(t, on_done)
+                self._call_at(t, on_done)
             return flow
         self.active_flows += 1
         idle = True
@@ -218,11 +222,19 @@ class Fabric:
 
     # --- event time ----------------------------------------------------------------------
 
+    def _clock_now(self) -> float:
+        core = self._core
+        return core.now() if core is not None else self._clock.now()
+
+    def _call_at(self, t: float, callback: Callable[[], None]) -> TimerHandle:
+        core = self._core
+        return core.call_at(t, callback) if core is not None else self._clock.call_at(t, callback)
+
     def _enter(self) -> float:
         """Catch up with completions already due, then return the time of this call."""
         if self._advancing:
             return self._t
-        t = self._clock.now()
+        t = self._clock_now()
         if self._pending and t > self._pending_t:  # a later instant: the last one's re-share
             self._flush()
         if self._due.next_time() <= t + tolerance(t):
@@ -247,7 +259,7 @@ class Fabric:
         self._pending = True
         self._pending_t = t
         if not self._advancing:  # a completion batch flushes after its callbacks itself
-            self._flush_timer = self._clock.call_at(t, self._on_flush)
+            self._flush_timer = self._call_at(t, self._on_flush)
 
     def _on_flush(self) -> None:
         self._flush_timer = None
@@ -271,7 +283,7 @@ class Fabric:
         try:
             # Absolute schedule: an early wake-up (RealClock batches sub-ms sleeps) still
             # processes the event at its own emulated time, never drifting.
-            self._advance(max(self._clock.now(), target))
+            self._advance(max(self._clock_now(), target))
         finally:
             self._arm()
 
@@ -333,7 +345,7 @@ class Fabric:
                 return  # an earlier wake-up is harmless: it finds nothing due and re-arms
             self._timer.cancel()
         self._timer_t = t
-        self._timer = self._clock.call_at(t, self._on_timer)
+        self._timer = self._call_at(t, self._on_timer)
 
     # --- sharing -------------------------------------------------------------------------
 

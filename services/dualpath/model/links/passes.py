@@ -149,7 +149,7 @@ def _full_pass(sh: Sharer, link: Link, plain: bool) -> None:
 
 
 def fair_share(link: Link) -> float:
-    return link.rate / len(link.members)
+    return link.rate / float(len(link.members))  # float / float: a native division
 
 
 def by_fair_share(hops: tuple[Link, ...]) -> list[Link] | tuple[Link, ...]:
