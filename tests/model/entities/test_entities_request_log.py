@@ -81,24 +81,39 @@ def test_rows_pending_in_a_batch_are_read_too() -> None:
     assert list(log.column("turn")) == list(range(2500))
 
 
-def test_a_finished_request_becomes_the_row_its_record_would() -> None:
-    """`Metrics.finish` writes the row without building the record: the same values, each in
-    its own column, for a turn with every stage stamped and for one with none."""
-    from dualpath.model.entities.metrics import record_of
+def test_a_finished_request_becomes_its_row() -> None:
+    """`Metrics.finish` writes the row straight from the request: each stage is the span
+    between two stamps, -1.0 where a stamp is missing, every value in its own column."""
     from dualpath.model.entities.request import ReadPath, Request
 
     stamped = Request(rid=1, session=90_001, turn=3, prompt=70_000, gen=5, arrival=0.25)
     stamped.hit, stamped.path = 64_000, ReadPath.DE
     times = ("t_pe", "t_de", "t_read_start", "t_read_done", "t_first", "t_handed",
              "t_in_hbm", "t_joined", "t_second", "t_last")  # fmt: skip
-    for k, name in enumerate(times):
-        setattr(stamped, name, 0.25 + math.sqrt(k + 1))
+    at = {name: 0.25 + math.sqrt(k + 1) for k, name in enumerate(times)}
+    for name, t in at.items():
+        setattr(stamped, name, t)
     stamped.forward_s, stamped.load_wait_s = 0.7, 0.1
     bare = Request(rid=2, session=5, turn=0, prompt=900, gen=1, arrival=1.5)
     bare.t_first = bare.t_second = bare.t_last = 2.0
     m = Metrics()
     for req in (stamped, bare):
         m.finish(req)
-    assert list(m.requests) == [record_of(stamped), record_of(bare)]
-    assert m.requests[0].read_s == stamped.t_read_done - stamped.t_read_start
-    assert m.requests[1].handover_s == -1.0 and m.requests[0].path == "de"
+    assert list(m.requests) == [
+        RequestRecord(
+            session=90_001, turn=3, prompt=70_000, hit=64_000, gen=5, path="de", arrival=0.25,
+            t_first=at["t_first"], t_second=at["t_second"], t_last=at["t_last"],
+            wait_pe_s=at["t_pe"] - 0.25,
+            wait_de_s=at["t_de"] - at["t_pe"],
+            buffer_wait_s=at["t_read_start"] - at["t_de"],
+            read_s=at["t_read_done"] - at["t_read_start"],
+            forward_s=0.7, load_wait_s=0.1,
+            handover_s=at["t_handed"] - at["t_first"],
+            h2d_s=at["t_in_hbm"] - at["t_handed"],
+            join_wait_s=at["t_joined"] - at["t_in_hbm"],
+        ),
+        RequestRecord(
+            session=5, turn=0, prompt=900, hit=0, gen=1, path="pe", arrival=1.5,
+            t_first=2.0, t_second=2.0, t_last=2.0,
+        ),  # every stage unstamped: -1.0, forward 0.0 (the record's defaults)
+    ]  # fmt: skip

@@ -77,8 +77,9 @@ class RequestLog:
             self._flush()
 
     def append_request(self, req: Request) -> None:
-        """`append(record_of(req))` without the record: a dataclass's generated `__init__`
-        runs interpreted even in a compiled build, once a turn. Same row, same order."""
+        """A finished turn's row, straight from the request: its `RequestRecord` is never
+        built (a dataclass's generated `__init__` runs interpreted even in a compiled build).
+        The order is `append`'s; the stages are spans between the request's stamps."""
         self._pending.append(
             (
                 req.session, req.turn, req.prompt, req.hit, req.gen,
@@ -228,31 +229,6 @@ class Metrics:
 
     def finish(self, req: Request) -> None:
         self.requests.append_request(req)
-
-
-def record_of(req: Request) -> RequestRecord:
-    """A finished turn's record: what `Metrics.finish` keeps (by column)."""
-    return RequestRecord(
-        session=req.session,
-        turn=req.turn,
-        prompt=req.prompt,
-        hit=req.hit,
-        gen=req.gen,
-        path=req.path.value,
-        arrival=req.arrival,
-        t_first=req.t_first,
-        t_second=req.t_second,
-        t_last=req.t_last,
-        wait_pe_s=_span(req.arrival, req.t_pe),
-        wait_de_s=_span(req.t_pe, req.t_de),
-        buffer_wait_s=_span(req.t_de, req.t_read_start),
-        read_s=_span(req.t_read_start, req.t_read_done),
-        forward_s=req.forward_s,
-        load_wait_s=req.load_wait_s,
-        handover_s=_span(req.t_first, req.t_handed),
-        h2d_s=_span(req.t_handed, req.t_in_hbm),
-        join_wait_s=_span(req.t_in_hbm, req.t_joined),
-    )
 
 
 def _span(start: float, end: float) -> float:
