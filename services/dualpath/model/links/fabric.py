@@ -379,10 +379,11 @@ class Fabric:
         touched = sharer.touched
         if not touched:
             return
-        sharer.touched = {}
+        sharer.touched = []
         push_if_earlier = self._due.push_if_earlier
         for flow in touched:
-            if flow.state != ACTIVE:
+            flow.in_touched = False
+            if flow.state != ACTIVE:  # it left after its shares changed
                 continue
             rate = min(flow.alloc)
             delta = rate - flow._rate

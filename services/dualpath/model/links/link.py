@@ -226,6 +226,7 @@ class Flow:
         "finished_at",
         "heap_t",
         "hops",
+        "in_touched",
         "left",
         "nbytes",
         "offer",
@@ -260,6 +261,7 @@ class Flow:
         # A flow within this many bytes of the end is done: avoids float-drift stragglers.
         self.eps = 1e-9 * nbytes
         self.heap_t = INF  # time of this flow's live completion-heap entry
+        self.in_touched = False  # listed in the sharer's `touched` (its shares changed)
         n = len(hops)
         self.alloc = [0.0] * n  # share granted by each hop
         self.offer = [INF] * n  # per hop: its share if that hop is a bottleneck, else INF

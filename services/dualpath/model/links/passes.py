@@ -64,7 +64,9 @@ def single_pass(sh: Sharer, link: Link) -> None:
         alloc = flow.alloc
         if alloc[i] != share:
             alloc[i] = share
-            sh.touched[flow] = None
+            if not flow.in_touched:
+                flow.in_touched = True
+                sh.touched.append(flow)
         old = flow.offer[i]
         if offer != old and not (
             offer < INF and old < INF and abs(offer - old) <= OFFER_RTOL * old
@@ -88,7 +90,9 @@ def _free_pass(sh: Sharer, link: Link, level: float) -> None:
         alloc = flow.alloc
         if alloc[i] != cap:
             alloc[i] = cap
-            touched[flow] = None
+            if not flow.in_touched:
+                flow.in_touched = True
+                touched.append(flow)
         if flow.offer[i] != INF:
             sh.publish(flow, i, INF)
     for flow in inf_members:  # `_grant(flow, i, level, level)`, inlined
@@ -96,7 +100,9 @@ def _free_pass(sh: Sharer, link: Link, level: float) -> None:
         alloc = flow.alloc
         if alloc[i] != level:
             alloc[i] = level
-            touched[flow] = None
+            if not flow.in_touched:
+                flow.in_touched = True
+                touched.append(flow)
         old = flow.offer[i]
         if level != old and not (
             level < INF and old < INF and abs(level - old) <= OFFER_RTOL * old
@@ -139,7 +145,9 @@ def _full_pass(sh: Sharer, link: Link, plain: bool) -> None:
         alloc = flow.alloc
         if alloc[i] != share:
             alloc[i] = share
-            touched[flow] = None
+            if not flow.in_touched:
+                flow.in_touched = True
+                touched.append(flow)
         old = flow.offer[i]
         if offer != old and not (
             offer < INF and old < INF and abs(offer - old) <= OFFER_RTOL * old

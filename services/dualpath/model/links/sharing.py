@@ -64,7 +64,9 @@ class Sharer:
         self.memo: dict[tuple[Link, tuple[int, ...], tuple[float, ...]], list[float]] = {}
         self.memo_max = _MEMO_MAX
         self._arbitrated = 0
-        self.touched: dict[Flow, None] = {}  # insertion-ordered: keeps runs deterministic
+        # Flows whose per-hop shares changed, in first-touched order (deterministic runs);
+        # `flow.in_touched` marks them (a list and a flag: cheaper than a dict compiled).
+        self.touched: list[Flow] = []
         self.steps = 0
         self.cascade_truncations = 0
         # Leave links that cannot bind out of re-shares (cover.py); off: every link shares.
@@ -117,7 +119,9 @@ class Sharer:
         for flow, i in link.members.items():
             if flow.alloc[i] != INF:
                 flow.alloc[i] = INF
-                touched[flow] = None
+                if not flow.in_touched:
+                    flow.in_touched = True
+                    touched.append(flow)
             if flow.offer[i] != INF:
                 self.publish(flow, i, INF)
         link.inf_members.clear()
@@ -219,7 +223,7 @@ class Sharer:
                 self.mark(link)
                 if covers is not None and coverable(link):
                     self._make_inert(link)
-        self.touched.pop(flow, None)
+        # (left in `touched` if it is there: applying rates skips flows no longer active)
 
     def rate_changed(self, link: Link) -> None:
         link.mode = MODE_FULL  # (the caller stops covering first: ranks may have moved)
