@@ -57,7 +57,8 @@ sim: $(STAMP) ## the same scenario on virtual time, in one process (fast, determ
 	$(DUALPATH) sim --preset $(PRESET) --out $(OUT)/sim.json
 	@echo "report: $(OUT)/sim.json $(OUT)/sim.md"
 
-test: $(STAMP) ## run the test suite
+test: $(STAMP) ## run the test suite (installs headless Chromium first if absent: scripts/browser.sh)
+	scripts/browser.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 compose-test: $(STAMP) ## docker-compose.yml for real: build, up, chat, Locust, report, Prometheus, down -v (Docker, else podman) -> out/compose/
