@@ -26,6 +26,29 @@ from dualpath.bench import trees
 DEFAULT_AGAINST = "0a402f5"  # issue 26: every target is measured against this commit
 # 2P4D, 64K, DualPath, the paper testbed (docs/native.md; the issue's 2P4D/1024 target row)
 SCENARIO = ["--preset", "paper-ds660b-2p4d", "--max-len", "64k", "--policy", "dualpath"]
+# `--units N`: the scale experiment's shape instead (bench/virtual.py's UNIT_SETS): N units of
+# 2P4D at 48K, each side in EP groups of the unit's size; 24 units is the paper's 48P96D.
+UNIT_SCENARIO = [
+    "--preset",
+    "paper-ds660b-2p4d",
+    "--max-len",
+    "48k",
+    "--policy",
+    "dualpath",
+    "--set",
+    "topology.prefill_group_nodes=2",
+    "--set",
+    "topology.decode_group_nodes=4",
+]
+
+
+def scenario(agents: int, units: int) -> tuple[list[str], str]:
+    """The child's `dualpath sim` arguments, and the scenario's name for the report."""
+    if units < 1:
+        return [*SCENARIO, "--agents", str(agents)], f"2P4D/{agents} 64K dualpath, seed 1"
+    shape = ["--prefill-nodes", str(2 * units), "--decode-nodes", str(4 * units)]
+    name = f"{units} units, {2 * units}P{4 * units}D/{agents} 48K unit EP groups dualpath, seed 1"
+    return [*UNIT_SCENARIO, *shape, "--agents", str(agents)], name
 
 
 def order(runs: int) -> list[str]:
@@ -71,11 +94,14 @@ def _native(old: trees.Tree, new: trees.Tree) -> bool:
     return True
 
 
-def run_pair(against: str, agents: int, runs: int, out: Path, sets: list[str]) -> dict[str, Any]:
+def run_pair(
+    against: str, agents: int, runs: int, out: Path, sets: list[str], units: int = 0
+) -> dict[str, Any]:
     """The pair's figures: every run's, and the summary."""
     tree = {"old": trees.checkout(against, "old"), "new": trees.working_tree("new")}
     native = _native(tree["old"], tree["new"])
-    args = [*SCENARIO, "--agents", str(agents), "--seed", "1"]
+    args, name = scenario(agents, units)
+    args += ["--seed", "1"]
     for s in sets:
         args += ["--set", s]
     done: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
@@ -92,7 +118,7 @@ def run_pair(against: str, agents: int, runs: int, out: Path, sets: list[str]) -
         done[side].append(fig)
     return {
         "against": tree["old"].commit,
-        "scenario": f"2P4D/{agents} 64K dualpath, seed 1",
+        "scenario": name,
         "compiled": native,
         "runs": done,
         **summarise(done),
@@ -102,17 +128,25 @@ def run_pair(against: str, agents: int, runs: int, out: Path, sets: list[str]) -
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dualpath.bench.pair", description=__doc__)
     ap.add_argument("--against", default=DEFAULT_AGAINST, help="the older commit")
-    ap.add_argument("--agents", type=int, default=256, help="agents of the 2P4D run")
+    ap.add_argument("--agents", type=int, default=256, help="agents of the run")
+    ap.add_argument(
+        "--units",
+        type=int,
+        default=0,
+        help="N units of 2P4D at 48K in unit EP groups (24: 48P96D); 0: one 2P4D at 64K",
+    )
     ap.add_argument("--runs", type=int, default=2, help="runs per tree (interleaved ABBA)")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="both trees: k=v")
     ap.add_argument("--json", dest="json_out", help="write the figures here")
     args = ap.parse_args(argv)
-    if args.runs < 1 or args.agents < 1:
-        print("pair: --runs and --agents must be >= 1", file=sys.stderr)
+    if args.runs < 1 or args.agents < 1 or args.units < 0:
+        print("pair: --runs and --agents must be >= 1, --units >= 0", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="dualpath-pair-") as tmp:
         try:
-            res = run_pair(args.against, args.agents, args.runs, Path(tmp), args.sets)
+            res = run_pair(
+                args.against, args.agents, args.runs, Path(tmp), args.sets, args.units
+            )
         except trees.TreeError as exc:
             print(f"pair: {exc}", file=sys.stderr)
             return 2

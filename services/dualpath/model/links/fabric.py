@@ -164,12 +164,9 @@ class Fabric:
             rate = sharer.join_idle(flow)
             for link in path:
                 link.total_rate = rate  # 0.0 + rate: an idle link's rates are exact zeros
-                link.vl_rates[vl] = rate
             flow._rate = rate
             self._due.push_if_earlier(flow, t + flow.left / rate)
         else:
-            for link in path:
-                link.vl_rates.setdefault(vl, 0.0)
             sharer.join(flow)
             self._defer(t)
         self._leave_call()
@@ -350,20 +347,24 @@ class Fabric:
     # --- sharing -------------------------------------------------------------------------
 
     def _detach(self, flow: Flow, t: float) -> None:
-        """Take a flow off its links at t (settling its progress and the links' meters)."""
+        """Take a flow off its links at t (settling its progress and the links' meters);
+        each hop's VL is charged the bytes the flow moved (its rates' integral, as the
+        link's total is: a completion within tolerance leaves a residue of a few bytes)."""
         rate, vl = flow._rate, flow.vl
-        flow.left = max(0.0, flow.left - rate * (t - flow.t_last))
+        left = flow.left - rate * (t - flow.t_last)
+        left = left if left > 0.0 else 0.0
+        flow.left = left
         flow.t_last = t
+        moved = flow.nbytes - left
         for link in flow.hops:
             if link.t_last != t:
                 link.settle(t)
             if len(link.members) > 1:
                 link.total_rate = max(0.0, link.total_rate - rate)
-                # The VL's last flow leaves: exact zero rather than a float residue.
-                link.vl_rates[vl] = link.vl_rates[vl] - rate if link.vl_members[vl] > 1 else 0.0
             else:  # an idle link restarts from exact zeros: no accumulated float drift
                 link.total_rate = 0.0
-                link.vl_rates.clear()
+            if moved > 0.0:
+                link.charge_vl(vl, moved)
         self._sharer.leave(flow)
         flow._rate = 0.0
 
@@ -391,12 +392,10 @@ class Fabric:
                 continue
             flow.left = max(0.0, flow.left - flow._rate * (t - flow.t_last))
             flow.t_last = t
-            vl = flow.vl
             for link in flow.hops:
                 if link.t_last != t:
                     link.settle(t)
                 link.total_rate += delta
-                link.vl_rates[vl] += delta
             flow._rate = rate
             if rate > 0.0:  # a later finish keeps the old, earlier entry (lazy re-queue)
                 push_if_earlier(flow, t + flow.left / rate)

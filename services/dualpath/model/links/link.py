@@ -66,7 +66,6 @@ class Link:
         "total_rate",
         "uncovered",
         "vl_members",
-        "vl_rates",
         "vls_served",
     )
 
@@ -95,7 +94,6 @@ class Link:
         # flow -> index of this link in flow.hops (dict: O(1) removal, deterministic order)
         self.members: dict[Flow, int] = {}
         self.total_rate = 0.0
-        self.vl_rates: dict[int, float] = {}
         self.vl_members: dict[int, int] = {}  # VL -> number of member flows on it
         # Share-computation state, owned by sharing.Sharer: running aggregates of the members'
         # caps (INF caps kept apart), members whose cap changed, the last pass's regime.
@@ -116,6 +114,10 @@ class Link:
         self.t_last = 0.0
         self._bytes = 0.0
         self._busy_s = 0.0
+        # Bytes per VL of the flows that have left (the fabric charges a flow's moved bytes
+        # to each hop when it leaves); the flows on the link add their progress when read.
+        # Charged per flow rather than integrated per rate segment: every settle and rate
+        # change would otherwise pay a per-VL rate table (docs/links.md, "Statistics").
         self._by_vl: dict[int, float] = {}
         self._bucket_s = bucket_s
         self._series = new_series(bucket_s)
@@ -137,10 +139,6 @@ class Link:
         if rate <= 0.0:
             return
         self._bytes += rate * dt
-        by_vl = self._by_vl
-        for vl, vl_rate in self.vl_rates.items():
-            if vl_rate > 0.0:
-                by_vl[vl] = by_vl.get(vl, 0.0) + vl_rate * dt
         series = self._series
         if series is not None:
             width = self._bucket_s or 1.0
@@ -177,13 +175,21 @@ class Link:
     def bytes_total(self) -> float:
         return self._bytes + self.total_rate * self._open_dt()
 
+    def charge_vl(self, vl: int, nbytes: float) -> None:
+        """A flow on VL `vl` left having moved `nbytes` across this link."""
+        by_vl = self._by_vl
+        by_vl[vl] = by_vl.get(vl, 0.0) + nbytes
+
     @property
     def bytes_by_vl(self) -> dict[int, float]:
+        """Bytes per VL up to now: the flows that left, plus what the flows on it moved."""
         out = dict(self._by_vl)
-        dt = self._open_dt()
-        for vl, rate in self.vl_rates.items():
-            if rate > 0.0 and dt > 0.0:
-                out[vl] = out.get(vl, 0.0) + rate * dt
+        now = self._fabric.now()
+        for flow in self.members:
+            if flow.state == ACTIVE:
+                moved = flow.nbytes - max(0.0, flow.left - flow._rate * (now - flow.t_last))
+                if moved > 0.0:
+                    out[flow.vl] = out.get(flow.vl, 0.0) + moved
         return out
 
     @property
