@@ -45,8 +45,11 @@ class Link:
         "_busy_s",
         "_by_vl",
         "_bytes",
+        "_cur_b",
+        "_cur_v",
         "_fabric",
         "_series",
+        "_width",
         "arbitration",
         "cap_max",
         "cover",
@@ -121,6 +124,13 @@ class Link:
         self._by_vl: dict[int, float] = {}
         self._bucket_s = bucket_s
         self._series = new_series(bucket_s)
+        self._width = bucket_s or 1.0  # a native float for settle (bucket_s is optional)
+        # The series' current bucket, held in a register while segments land in it: bucket
+        # `_cur_b`'s true value is `_cur_v` (the array's entry is stale until `_park`).
+        # An array store from compiled code goes through argument parsing, and almost every
+        # settle lands in the bucket the one before it did. Same additions, same order.
+        self._cur_b = -1
+        self._cur_v = 0.0
 
     def __repr__(self) -> str:
         return f"Link({self.name!r}, {self.rate:.4g} B/s, flows={len(self.members)})"
@@ -141,12 +151,27 @@ class Link:
         self._bytes += rate * dt
         series = self._series
         if series is not None:
-            width = self._bucket_s or 1.0
+            width = self._width
             bucket = int(t0 / width)
-            if bucket == int(t / width) and bucket < len(series):  # the usual case, inline
+            if bucket == self._cur_b and bucket == int(t / width):  # the usual case
+                self._cur_v += rate * dt
+                return
+            self._park()
+            if bucket == int(t / width) and bucket < len(series):
                 series[bucket] += rate * dt
             else:
                 spread(series, width, t0, t, rate)
+                bucket = int(t / width)
+            self._cur_b = bucket
+            self._cur_v = series[bucket]
+
+    def _park(self) -> None:
+        """Write the register back into the series (before the series is read or moved)."""
+        if self._cur_b >= 0:
+            series = self._series
+            assert series is not None
+            series[self._cur_b] = self._cur_v
+            self._cur_b = -1
 
     # --- statistics ----------------------------------------------------------------------
 
@@ -165,6 +190,7 @@ class Link:
         self._by_vl = dict(counters.bytes_by_vl)
         if self._series is not None and self._bucket_s:
             skip = int(skip_s / self._bucket_s)
+            self._cur_b = -1
             self._series = array("d", counters.series[skip:])
 
     def _open_dt(self) -> float:
@@ -213,6 +239,7 @@ class Link:
             raise ValueError("time series disabled: construct the Fabric with bucket_s")
         now = self._fabric.now()
         rate = self.total_rate if self.members else 0.0
+        self._park()
         return series_until(self._series, self._bucket_s, bucket_s, (self.t_last, now, rate))
 
 
