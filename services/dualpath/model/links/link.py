@@ -68,7 +68,8 @@ class Link:
         "t_last",
         "total_rate",
         "uncovered",
-        "vl_members",
+        "vl_count",
+        "vls",
         "vls_served",
     )
 
@@ -97,7 +98,10 @@ class Link:
         # flow -> index of this link in flow.hops (dict: O(1) removal, deterministic order)
         self.members: dict[Flow, int] = {}
         self.total_rate = 0.0
-        self.vl_members: dict[int, int] = {}  # VL -> number of member flows on it
+        # Member flows per VL, and how many VLs have any (a list by VL: cheaper than a dict
+        # for the count every join and leave updates).
+        self.vl_count = [0] * (MAX_DATA_VL + 1)
+        self.vls = 0
         # Share-computation state, owned by sharing.Sharer: running aggregates of the members'
         # caps (INF caps kept apart), members whose cap changed, the last pass's regime.
         self.dirty = False

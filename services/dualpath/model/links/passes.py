@@ -38,7 +38,7 @@ def recompute(sh: Sharer, link: Link) -> None:
     """A link with two or more flows: the aggregate fast path, or a full water-fill."""
     # One VL on an arbitrated link behaves like plain sharing: the arbiter is
     # work-conserving, so a lone VL gets the whole link.
-    plain = link.plain or len(link.vl_members) == 1
+    plain = link.plain or link.vls == 1
     n_inf = len(link.inf_members)
     headroom = link.rate - link.fin_sum
     if n_inf == 0:

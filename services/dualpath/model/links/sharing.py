@@ -92,7 +92,11 @@ class Sharer:
         hops = flow.hops
         for i, link in enumerate(hops):
             link.members[flow] = i
-            link.vl_members[vl] = link.vl_members.get(vl, 0) + 1
+            count = link.vl_count
+            on_vl = count[vl]
+            if not on_vl:
+                link.vls += 1
+            count[vl] = on_vl + 1
         if self.covering:
             join_covers(flow)
         for i, link in enumerate(hops):
@@ -177,7 +181,8 @@ class Sharer:
         alloc = [r] * n
         for k, link in enumerate(hops):
             link.members[flow] = k
-            link.vl_members[vl] = 1
+            link.vl_count[vl] = 1
+            link.vls = 1
             if k == p:
                 link.inf_members[flow] = None
                 link.fin_sum = link.cap_max = 0.0
@@ -202,11 +207,11 @@ class Sharer:
         for i, link in enumerate(flow.hops):
             members = link.members
             del members[flow]
-            left_on_vl = link.vl_members[vl] - 1
-            if left_on_vl:
-                link.vl_members[vl] = left_on_vl
-            else:
-                del link.vl_members[vl]
+            count = link.vl_count
+            left_on_vl = count[vl] - 1
+            count[vl] = left_on_vl
+            if not left_on_vl:
+                link.vls -= 1
             if covers is not None:
                 remove(link, covers[i])
             if not members:  # an idle link restarts from exact zeros and has nothing to re-share
