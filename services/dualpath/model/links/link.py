@@ -125,7 +125,7 @@ class Link:
         # to each hop when it leaves); the flows on the link add their progress when read.
         # Charged per flow rather than integrated per rate segment: every settle and rate
         # change would otherwise pay a per-VL rate table (docs/links.md, "Statistics").
-        self._by_vl: dict[int, float] = {}
+        self._by_vl = [0.0] * (MAX_DATA_VL + 1)
         self._bucket_s = bucket_s
         self._series = new_series(bucket_s)
         self._width = bucket_s or 1.0  # a native float for settle (bucket_s is optional)
@@ -191,7 +191,12 @@ class Link:
             raise ValueError(f"link {self.name!r} has flows: restore only into an idle link")
         self._bytes = counters.bytes_total
         self._busy_s = counters.busy_s
-        self._by_vl = dict(counters.bytes_by_vl)
+        by_vl = [0.0] * (MAX_DATA_VL + 1)
+        for vl, nbytes in counters.bytes_by_vl.items():
+            if not 0 <= vl <= MAX_DATA_VL:
+                raise ValueError(f"link {self.name!r}: VL {vl} is not a data VL (0..{MAX_DATA_VL})")
+            by_vl[vl] = float(nbytes)
+        self._by_vl = by_vl
         if self._series is not None and self._bucket_s:
             skip = int(skip_s / self._bucket_s)
             self._cur_b = -1
@@ -208,12 +213,12 @@ class Link:
     def charge_vl(self, vl: int, nbytes: float) -> None:
         """A flow on VL `vl` left having moved `nbytes` across this link."""
         by_vl = self._by_vl
-        by_vl[vl] = by_vl.get(vl, 0.0) + nbytes
+        by_vl[vl] += nbytes
 
     @property
     def bytes_by_vl(self) -> dict[int, float]:
         """Bytes per VL up to now: the flows that left, plus what the flows on it moved."""
-        out = dict(self._by_vl)
+        out = {vl: b for vl, b in enumerate(self._by_vl) if b > 0.0}
         now = self._fabric.now()
         for flow in self.members:
             if flow.state == ACTIVE:
