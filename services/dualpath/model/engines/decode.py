@@ -268,7 +268,7 @@ class DecodeUnit:
             if nbytes is None:
                 nbytes = a2a[n] = ctx.a2a_bytes(n, rl.layers)
             if nbytes > 0:
-                rate = min(_model_rate(b.tx, iso, hl, den), _model_rate(b.rx, iso, hl, den))
+                rate = _a2a_rate(b.tx, b.rx, iso, hl, den)
                 t = max(t, nbytes / rate)
             b.t = t
             b.nbytes = nbytes
@@ -378,13 +378,21 @@ class DecodeUnit:
         self._on_done(req)
 
 
-def _model_rate(link: Link, isolation: bool, high: float, denominator: float) -> float:
-    """Rate a decode step's all-to-all gets on a CNIC given the flows on it now (one step's
-    traffic is too small and too frequent to time as its own flow): with VL isolation the
-    high-priority VL's share (`high` / `denominator`), else an equal share with every KV flow."""
-    kv = link.active_flows
-    if not kv:
-        return link.rate
+def _a2a_rate(tx: Link, rx: Link, isolation: bool, high: float, denominator: float) -> float:
+    """Rate a decode step's all-to-all gets on the slower of a GPU's two CNIC directions,
+    given the flows on them now (one step's traffic is too small and too frequent to time as
+    its own flow): with VL isolation the high-priority VL's share (`high` / `denominator`),
+    else an equal share with every KV flow; a direction with no flow is the all-to-all's."""
+    a, b = tx.rate, rx.rate
+    n_tx, n_rx = len(tx.members), len(rx.members)
     if isolation:
-        return link.rate * high / denominator
-    return link.rate / (1 + kv)
+        if n_tx:
+            a = a * high / denominator
+        if n_rx:
+            b = b * high / denominator
+    else:
+        if n_tx:
+            a = a / (1 + n_tx)
+        if n_rx:
+            b = b / (1 + n_rx)
+    return a if a <= b else b  # min(a, b), which returns a on a tie too
