@@ -217,11 +217,16 @@ class Roofline:
         """
         if batch_size <= 0:
             return 0.0
-        att = max(sum_attended * self._d_att, sum_attended * self._g_kv_layer * self._d_att_mem)
+        # max(compute, memory) written out: the builtin's call cost more than the arithmetic
+        # (per GPU per decode chunk); max(a, b) is b only if b > a, as here.
+        att = sum_attended * self._d_att
+        att_mem = sum_attended * self._g_kv_layer * self._d_att_mem
+        if att_mem > att:
+            att = att_mem
         if self._g_index_pair:
-            att += max(
-                sum_context * self._d_idx, sum_context * self._g_index_layer * self._d_att_mem
-            )
+            idx = sum_context * self._d_idx
+            idx_mem = sum_context * self._g_index_layer * self._d_att_mem
+            att += idx_mem if idx_mem > idx else idx
         hit = self._decode_cache.get(batch_size)
         if hit is None:
             if len(self._decode_cache) >= _FFN_CACHE_MAX:
