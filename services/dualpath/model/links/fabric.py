@@ -360,11 +360,12 @@ class Fabric:
             if link.t_last != t:
                 link.settle(t)
             if len(link.members) > 1:
-                link.total_rate = max(0.0, link.total_rate - rate)
+                rest = link.total_rate - rate
+                link.total_rate = rest if rest > 0.0 else 0.0
             else:  # an idle link restarts from exact zeros: no accumulated float drift
                 link.total_rate = 0.0
             if moved > 0.0:
-                link.charge_vl(vl, moved)
+                link.vl_bytes[vl] += moved
         self._sharer.leave(flow)
         flow._rate = 0.0
 

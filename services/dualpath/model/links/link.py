@@ -43,7 +43,6 @@ class Link:
     __slots__ = (
         "_bucket_s",
         "_busy_s",
-        "_by_vl",
         "_bytes",
         "_cur_b",
         "_cur_v",
@@ -68,6 +67,7 @@ class Link:
         "t_last",
         "total_rate",
         "uncovered",
+        "vl_bytes",
         "vl_count",
         "vls",
         "vls_served",
@@ -124,8 +124,9 @@ class Link:
         # Bytes per VL of the flows that have left (the fabric charges a flow's moved bytes
         # to each hop when it leaves); the flows on the link add their progress when read.
         # Charged per flow rather than integrated per rate segment: every settle and rate
-        # change would otherwise pay a per-VL rate table (docs/links.md, "Statistics").
-        self._by_vl = [0.0] * (MAX_DATA_VL + 1)
+        # change would otherwise pay a per-VL rate table (docs/links.md, "Approximations
+        # and limits").
+        self.vl_bytes = [0.0] * (MAX_DATA_VL + 1)
         self._bucket_s = bucket_s
         self._series = new_series(bucket_s)
         self._width = bucket_s or 1.0  # a native float for settle (bucket_s is optional)
@@ -196,7 +197,7 @@ class Link:
             if not 0 <= vl <= MAX_DATA_VL:
                 raise ValueError(f"link {self.name!r}: VL {vl} is not a data VL (0..{MAX_DATA_VL})")
             by_vl[vl] = float(nbytes)
-        self._by_vl = by_vl
+        self.vl_bytes = by_vl
         if self._series is not None and self._bucket_s:
             skip = int(skip_s / self._bucket_s)
             self._cur_b = -1
@@ -210,15 +211,10 @@ class Link:
     def bytes_total(self) -> float:
         return self._bytes + self.total_rate * self._open_dt()
 
-    def charge_vl(self, vl: int, nbytes: float) -> None:
-        """A flow on VL `vl` left having moved `nbytes` across this link."""
-        by_vl = self._by_vl
-        by_vl[vl] += nbytes
-
     @property
     def bytes_by_vl(self) -> dict[int, float]:
         """Bytes per VL up to now: the flows that left, plus what the flows on it moved."""
-        out = {vl: b for vl, b in enumerate(self._by_vl) if b > 0.0}
+        out = {vl: b for vl, b in enumerate(self.vl_bytes) if b > 0.0}
         now = self._fabric.now()
         for flow in self.members:
             if flow.state == ACTIVE:
