@@ -55,6 +55,7 @@ MODULES = (
     "dualpath.model.engines.context",
     "dualpath.model.engines.hardware",
     "dualpath.model.engines.fetches",
+    "dualpath.model.engines.decode_batch",
     "dualpath.model.engines.decode",
     "dualpath.model.engines.prefill",
     "dualpath.model.engines.scheduler",

@@ -221,7 +221,7 @@ class Roofline:
         # (per GPU per decode chunk); max(a, b) is b only if b > a, as here.
         att = sum_attended * self._d_att
         att_mem = sum_attended * self._g_kv_layer * self._d_att_mem
-        if att_mem > att:
+        if att_mem > att:  # noqa: PLR1730 - see above
             att = att_mem
         if self._g_index_pair:
             idx = sum_context * self._d_idx
