@@ -35,14 +35,6 @@ _PERSON = b"dualpath/kv-blk"  # domain separation from any other blake2b use
 LOOKAHEAD: Final = 32  # blocks `SessionChain.ensure` computes past the one asked for, at most
 
 
-def range_sum(prefix: U64, start: int, stop: int) -> int:
-    """sum mod 2^64 of the values behind `prefix` over [start, stop), via Python ints.
-
-    Python ints on purpose: numpy *scalar* uint64 arithmetic warns on wrap-around.
-    """
-    return (prefix.item(stop) - prefix.item(start)) & MASK64
-
-
 def grown(arr: U64, needed: int) -> U64:
     """`arr` itself if it holds `needed` entries, else a copy with doubled capacity."""
     if needed <= len(arr):
@@ -62,7 +54,9 @@ class SessionChain:
     digests.
     """
 
-    __slots__ = ("_hashes", "_key", "_n", "_prefix", "_salt", "base", "parent", "session")
+    __slots__ = (
+        "_hashes", "_key", "_n", "_prefix", "_prefix_view", "_salt", "base", "parent", "session",
+    )  # fmt: skip
 
     def __init__(
         self, session: int, salt: int = 0, parent: SessionChain | None = None, base: int = 0
@@ -79,6 +73,10 @@ class SessionChain:
         self._n = base  # own blocks computed: [base, _n)
         self._hashes: U64 = np.zeros(16, dtype=np.uint64)  # own block base + k at [k]
         self._prefix: U64 = np.zeros(17, dtype=np.uint64)  # _prefix[k] = sum of own c_0..c_k-1
+        # The same memory as a memoryview: indexing one is a C call that gives a Python int,
+        # where numpy's `item` is a method call (a range's digest reads two, on every read and
+        # persist). Refreshed whenever `_prefix` is replaced by a grown copy.
+        self._prefix_view = self._prefix.data
 
     def __len__(self) -> int:
         """Blocks computed so far (not a limit: the chain extends on demand)."""
@@ -100,7 +98,10 @@ class SessionChain:
             n = self._n + min(LOOKAHEAD, max(step, self._n - self.base))
         own = n - self.base
         self._hashes = grown(self._hashes, own)
-        self._prefix = grown(self._prefix, own + 1)
+        prefix_arr = grown(self._prefix, own + 1)
+        if prefix_arr is not self._prefix:
+            self._prefix = prefix_arr
+            self._prefix_view = prefix_arr.data
         done = self._n - self.base
         hashes, prefix = self._compute(self._n, n)
         self._hashes[done:own] = np.frombuffer(hashes, dtype="<u8")
@@ -180,7 +181,9 @@ class SessionChain:
                 return shared
             start = self.base
         self.ensure(stop)
-        return (shared + range_sum(self._prefix, start - self.base, stop - self.base)) & MASK64
+        view = self._prefix_view
+        own = (view[stop - self.base] - view[start - self.base]) & MASK64
+        return (shared + own) & MASK64
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,7 +155,24 @@ def equal_waterfill(budget: float, caps: Sequence[float]) -> list[float]:
     share = budget / n
     if min(caps) >= share:  # the common case: nobody is limited elsewhere
         return [share] * n
-    return weighted_waterfill(budget, [1.0] * n, caps)
+    # `weighted_waterfill(budget, [1.0] * n, caps)` with the unit weights taken out: x / 1.0
+    # and x * 1.0 are x, and n ones sum to float(n) exactly, so every float is the same.
+    out = [0.0] * n
+    order = sorted(range(n), key=caps.__getitem__)
+    remaining = budget if budget > 0.0 else 0.0
+    left = float(n)
+    for pos, i in enumerate(order):
+        level = remaining / left if left > 0 else 0.0
+        cap = caps[i]
+        if cap <= level:
+            out[i] = cap
+            remaining = remaining - cap if remaining - cap > 0.0 else 0.0
+            left -= 1.0
+            continue
+        for j in order[pos:]:
+            out[j] = level
+        break
+    return out
 
 
 def weighted_waterfill(
