@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dualpath.bench.pair import main, order, summarise
+from dualpath.bench.pair import main, order, scenario, summarise
 from tests.paths import REPO
 
 
@@ -19,6 +19,23 @@ def test_order_interleaves_old_and_new_abba() -> None:
     assert order(1) == ["old", "new"]
     assert order(2) == ["old", "new", "new", "old"]
     assert order(3).count("old") == order(3).count("new") == 3
+
+
+def test_units_give_the_scale_experiments_shape_and_zero_the_2p4d_run() -> None:
+    args, name = scenario(6144, 24)
+    assert args[args.index("--prefill-nodes") + 1] == "48"
+    assert args[args.index("--decode-nodes") + 1] == "96"
+    assert args[args.index("--max-len") + 1] == "48k" and args[-1] == "6144"
+    assert "topology.prefill_group_nodes=2" in args and "topology.decode_group_nodes=4" in args
+    assert name.startswith("24 units, 48P96D/6144 48K")
+    args, name = scenario(256, 0)
+    assert "--prefill-nodes" not in args and args[args.index("--max-len") + 1] == "64k"
+    assert name == "2P4D/256 64K dualpath, seed 1"
+
+
+def test_bad_flags_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--units", "-1"]) == 2
+    assert "--units >= 0" in capsys.readouterr().err
 
 
 def _fig(cpu: float, sim: float | None, turns: int) -> dict[str, float | int | None]:

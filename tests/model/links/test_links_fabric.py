@@ -278,6 +278,39 @@ def test_statistics_extrapolate_between_events() -> None:
     run(body, bucket_s=0.5)
 
 
+def test_bytes_by_vl_add_up_to_the_links_total_mid_run_and_at_the_end() -> None:
+    """Per-VL bytes are charged per flow (when it leaves, and its progress while on the
+    link); the total is integrated per rate segment. The two must agree on a busy CNIC with
+    two VLs, flows that finish, flows cancelled half way, and a read between events."""
+
+    async def body(clock: VirtualClock, fabric: Fabric) -> None:
+        cnic = fabric.add_link("cnic", CNIC, paper_cnic_arbitration())
+        dram = fabric.add_link("dram", 2 * CNIC)
+        flows = []
+        for k in range(12):
+            hops = [cnic] if k % 3 else [dram, cnic]
+            flows.append(fabric.start((1 + k % 5) * GB, hops, vl=0 if k % 2 else 2))
+            await clock.sleep(0.013)
+        flows[3].cancel()
+        flows[8].cancel()
+        await clock.sleep(0.05)  # mid-run: some flows are still on the link
+        assert cnic.active_flows > 0
+        mid = cnic.bytes_by_vl
+        assert set(mid) == {0, 2}
+        assert math.fsum(mid.values()) == pytest.approx(cnic.bytes_total, rel=1e-12)
+        await clock.sleep(10.0)
+        assert cnic.active_flows == 0
+        end = cnic.bytes_by_vl
+        moved = math.fsum(f.nbytes for f in flows if f.done) + math.fsum(
+            f.nbytes - f.remaining for f in flows if f.cancelled
+        )
+        assert math.fsum(end.values()) == pytest.approx(cnic.bytes_total, rel=1e-12)
+        assert math.fsum(end.values()) == pytest.approx(moved, rel=1e-12)
+        assert end[0] + end[2] > mid[0] + mid[2]  # it went on moving after the read
+
+    run(body)
+
+
 def test_set_rate_reshapes_running_flows() -> None:
     async def body(clock: VirtualClock, fabric: Fabric) -> float:
         link = fabric.add_link("l", 1 * GB)

@@ -50,3 +50,13 @@ def test_link_counters_round_trip_through_the_links_public_methods() -> None:
             a.restore(c)
 
     run_virtual(main)
+
+
+def test_a_snapshot_with_a_vl_outside_the_data_vls_is_refused_by_name() -> None:
+    async def main(clock: VirtualClock) -> None:
+        link = Fabric(clock, bucket_s=1.0).add_link("cnic", 100.0)
+        bad = {"bytes": 1.0, "busy_s": 1.0, "by_vl": {"15": 1.0}, "series": [1.0]}
+        with pytest.raises(ValueError, match=r"link 'cnic': VL 15 is not a data VL \(0\.\.14\)"):
+            restore(link, bad)
+
+    run_virtual(main)
