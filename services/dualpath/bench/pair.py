@@ -144,9 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="dualpath-pair-") as tmp:
         try:
-            res = run_pair(
-                args.against, args.agents, args.runs, Path(tmp), args.sets, args.units
-            )
+            res = run_pair(args.against, args.agents, args.runs, Path(tmp), args.sets, args.units)
         except trees.TreeError as exc:
             print(f"pair: {exc}", file=sys.stderr)
             return 2
