@@ -176,3 +176,35 @@ def test_online_reports_have_the_breakdown_but_no_floor() -> None:
     r = _report("workload.mode=online", "online.aps=0.5", "online.max_duration_s=30")
     assert "jct_floor_s" not in r and r["ttft_breakdown"]["n"] > 0
     assert not math.isnan(r["ttft_breakdown"]["ttft_s"]["mean"])
+
+
+def test_the_snic_panel_stays_readable_at_paper_scale(tmp_path: Path) -> None:
+    """144 nodes (48P96D): no legend entry per node (it cannot fit: matplotlib warned that
+    the layout failed), but every node drawn, with their mean and the busiest node."""
+    import warnings
+
+    from dualpath.report.plots import LEGEND_NODES, _snic_panel
+
+    r = _report("workload.agents=1")
+    r["snic"]["series_gbps"] = {f"node{k}": [k * 0.01, 1.0, 0.5][: 1 + k % 3] for k in range(144)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the tight-layout warning fails the test
+        write_png(r, tmp_path / "big.png")
+    assert (tmp_path / "big.png").stat().st_size > 0
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    _snic_panel(ax, r["snic"]["series_gbps"], 30.0)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["each of 144 nodes", "mean over nodes", "busiest node"]
+    assert len(ax.lines) == 144 + 3
+    few = {f"node{k}": [1.0, 2.0] for k in range(LEGEND_NODES)}
+    fig2, ax2 = plt.subplots()
+    _snic_panel(ax2, few, 30.0)
+    assert [t.get_text() for t in ax2.get_legend().get_texts()] == list(few)
+    plt.close(fig)
+    plt.close(fig2)

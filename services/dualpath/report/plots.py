@@ -32,6 +32,31 @@ def snic_series(cluster: Cluster, bucket_s: float, jct: float) -> dict[str, list
     return out
 
 
+# Up to this many nodes get a line and a legend entry each; beyond it (48P96D has 144) a
+# legend cannot fit and the lines cannot be told apart: every node is drawn thin and grey,
+# with the mean and the busiest node over them.
+LEGEND_NODES = 16
+
+
+def _snic_panel(ax: Any, series: dict[str, list[float]], window_s: float) -> None:
+    if len(series) <= LEGEND_NODES:
+        for name, values in series.items():
+            ax.plot(np.arange(len(values)) * window_s, values, label=name, linewidth=1)
+        ax.legend(fontsize=7, ncol=2)
+        return
+    width = max(len(v) for v in series.values())
+    rows = np.zeros((len(series), width))  # (a node's series may be shorter: zero-padded)
+    for k, values in enumerate(series.values()):
+        rows[k, : len(values)] = values
+    t = np.arange(width) * window_s
+    for row in rows:
+        ax.plot(t, row, color="0.75", linewidth=0.5)
+    ax.plot([], [], color="0.75", linewidth=0.5, label=f"each of {len(series)} nodes")
+    ax.plot(t, rows.mean(axis=0), color="C0", linewidth=1.5, label="mean over nodes")
+    ax.plot(t, rows.max(axis=0), color="C3", linewidth=1, label="busiest node")
+    ax.legend(fontsize=7)
+
+
 def write_png(report: dict[str, Any], path: Path) -> None:
     """Two panels: SNIC read GB/s per node over time, and TTFT/TPOT CDFs."""
     series: dict[str, list[float]] = report["snic"]["series_gbps"]
@@ -41,13 +66,10 @@ def write_png(report: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, values in series.items():
-        t = np.arange(len(values)) * report["snic"]["series_window_s"]
-        ax1.plot(t, values, label=name, linewidth=1)
+    _snic_panel(ax1, series, report["snic"]["series_window_s"])
     ax1.set_xlabel("emulated time (s)")
     ax1.set_ylabel(f"SNIC read GB/s ({report['snic']['series_window_s']:.0f} s windows)")
     ax1.set_title(f"storage NICs — max/avg {report['snic']['balance_max_over_avg']:.2f}")
-    ax1.legend(fontsize=7, ncol=2)
     for key, label in (("ttft_s", "TTFT"), ("ttst_s", "TTST"), ("tpot_s", "TPOT")):
         q = np.asarray(report["latency"][key].get("quantiles", []), dtype=float)
         if q.size and q.max() > 0:
