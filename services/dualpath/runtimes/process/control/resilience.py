@@ -12,9 +12,9 @@ import time
 from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry  # (the client converts a sync Retry, with a warning)
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 # What an unreachable, restarting or hung Redis raises: redis-py's errors, refused or reset
 # sockets, and the builtin TimeoutError of `asyncio.timeout` (an OSError subclass).
