@@ -26,19 +26,19 @@ from dualpath.rpc.v1 import kv_pb2 as dualpath_dot_rpc_dot_v1_dot_kv__pb2
 from dualpath.rpc.v1 import node_pb2 as dualpath_dot_rpc_dot_v1_dot_node__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x64ualpath/rpc/v1/scheduler.proto\x12\x0f\x64ualpath.rpc.v1\x1a\x18\x64ualpath/rpc/v1/kv.proto\x1a\x1a\x64ualpath/rpc/v1/node.proto\"\x94\x03\n\x06Report\x12)\n\x04kind\x18\x01 \x01(\x0e\x32\x1b.dualpath.rpc.v1.ReportKind\x12\x0b\n\x03rid\x18\x02 \x01(\x04\x12\x0f\n\x07t_first\x18\x03 \x01(\x01\x12\x10\n\x08t_second\x18\x04 \x01(\x01\x12\x0e\n\x06t_last\x18\x05 \x01(\x01\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x0e\n\x06tokens\x18\x07 \x01(\r\x12\x14\n\x0c\x63hunk_tokens\x18\x08 \x01(\r\x12\x0e\n\x06step_s\x18\t \x01(\x01\x12\x0f\n\x07\x61ttempt\x18\n \x01(\r\x12\x13\n\x0bt_scheduled\x18\x0b \x01(\x01\x12\x0f\n\x07session\x18\x0c \x01(\x04\x12\x13\n\x0btier_blocks\x18\r \x01(\r\x12\x0c\n\x04node\x18\x0e \x01(\t\x12\x0c\n\x04unit\x18\x0f \x01(\t\x12\x12\n\nin_forward\x18\x10 \x01(\x08\x12\x11\n\tforward_s\x18\x11 \x01(\x01\x12\x13\n\x0bload_wait_s\x18\x12 \x01(\x01\x12\x10\n\x08t_handed\x18\x13 \x01(\x01\x12\x10\n\x08t_in_hbm\x18\x14 \x01(\x01\x12\x10\n\x08t_joined\x18\x15 \x01(\x01\"7\n\x0bReportBatch\x12(\n\x07reports\x18\x01 \x03(\x0b\x32\x17.dualpath.rpc.v1.Report*\xbd\x01\n\nReportKind\x12\x1b\n\x17REPORT_KIND_UNSPECIFIED\x10\x00\x12\x1b\n\x17REPORT_KIND_PE_RELEASED\x10\x01\x12\x14\n\x10REPORT_KIND_DONE\x10\x02\x12\x16\n\x12REPORT_KIND_FAILED\x10\x03\x12\x18\n\x14REPORT_KIND_PROGRESS\x10\x04\x12\x14\n\x10REPORT_KIND_TIER\x10\x05\x12\x17\n\x13REPORT_KIND_FORWARD\x10\x06\x32\x8e\x01\n\tScheduler\x12<\n\x06Report\x12\x1c.dualpath.rpc.v1.ReportBatch\x1a\x14.dualpath.rpc.v1.Ack\x12\x43\n\x05Stats\x12\x1d.dualpath.rpc.v1.StatsRequest\x1a\x1b.dualpath.rpc.v1.StatsReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x64ualpath/rpc/v1/scheduler.proto\x12\x0f\x64ualpath.rpc.v1\x1a\x18\x64ualpath/rpc/v1/kv.proto\x1a\x1a\x64ualpath/rpc/v1/node.proto\"\xa9\x03\n\x06Report\x12)\n\x04kind\x18\x01 \x01(\x0e\x32\x1b.dualpath.rpc.v1.ReportKind\x12\x0b\n\x03rid\x18\x02 \x01(\x04\x12\x0f\n\x07t_first\x18\x03 \x01(\x01\x12\x10\n\x08t_second\x18\x04 \x01(\x01\x12\x0e\n\x06t_last\x18\x05 \x01(\x01\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x0e\n\x06tokens\x18\x07 \x01(\r\x12\x14\n\x0c\x63hunk_tokens\x18\x08 \x01(\r\x12\x0e\n\x06step_s\x18\t \x01(\x01\x12\x0f\n\x07\x61ttempt\x18\n \x01(\r\x12\x13\n\x0bt_scheduled\x18\x0b \x01(\x01\x12\x0f\n\x07session\x18\x0c \x01(\x04\x12\x13\n\x0btier_blocks\x18\r \x01(\r\x12\x0c\n\x04node\x18\x0e \x01(\t\x12\x0c\n\x04unit\x18\x0f \x01(\t\x12\x12\n\nin_forward\x18\x10 \x01(\x08\x12\x11\n\tforward_s\x18\x11 \x01(\x01\x12\x13\n\x0bload_wait_s\x18\x12 \x01(\x01\x12\x10\n\x08t_handed\x18\x13 \x01(\x01\x12\x10\n\x08t_in_hbm\x18\x14 \x01(\x01\x12\x10\n\x08t_joined\x18\x15 \x01(\x01\x12\x13\n\x0bunreachable\x18\x16 \x01(\t\"7\n\x0bReportBatch\x12(\n\x07reports\x18\x01 \x03(\x0b\x32\x17.dualpath.rpc.v1.Report*\xbd\x01\n\nReportKind\x12\x1b\n\x17REPORT_KIND_UNSPECIFIED\x10\x00\x12\x1b\n\x17REPORT_KIND_PE_RELEASED\x10\x01\x12\x14\n\x10REPORT_KIND_DONE\x10\x02\x12\x16\n\x12REPORT_KIND_FAILED\x10\x03\x12\x18\n\x14REPORT_KIND_PROGRESS\x10\x04\x12\x14\n\x10REPORT_KIND_TIER\x10\x05\x12\x17\n\x13REPORT_KIND_FORWARD\x10\x06\x32\x8e\x01\n\tScheduler\x12<\n\x06Report\x12\x1c.dualpath.rpc.v1.ReportBatch\x1a\x14.dualpath.rpc.v1.Ack\x12\x43\n\x05Stats\x12\x1d.dualpath.rpc.v1.StatsRequest\x1a\x1b.dualpath.rpc.v1.StatsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dualpath.rpc.v1.scheduler_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REPORTKIND']._serialized_start=571
-  _globals['_REPORTKIND']._serialized_end=760
+  _globals['_REPORTKIND']._serialized_start=592
+  _globals['_REPORTKIND']._serialized_end=781
   _globals['_REPORT']._serialized_start=107
-  _globals['_REPORT']._serialized_end=511
-  _globals['_REPORTBATCH']._serialized_start=513
-  _globals['_REPORTBATCH']._serialized_end=568
-  _globals['_SCHEDULER']._serialized_start=763
-  _globals['_SCHEDULER']._serialized_end=905
+  _globals['_REPORT']._serialized_end=532
+  _globals['_REPORTBATCH']._serialized_start=534
+  _globals['_REPORTBATCH']._serialized_end=589
+  _globals['_SCHEDULER']._serialized_start=784
+  _globals['_SCHEDULER']._serialized_end=926
 # @@protoc_insertion_point(module_scope)

@@ -27,7 +27,7 @@ REPORT_KIND_TIER: ReportKind
 REPORT_KIND_FORWARD: ReportKind
 
 class Report(_message.Message):
-    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message", "tokens", "chunk_tokens", "step_s", "attempt", "t_scheduled", "session", "tier_blocks", "node", "unit", "in_forward", "forward_s", "load_wait_s", "t_handed", "t_in_hbm", "t_joined")
+    __slots__ = ("kind", "rid", "t_first", "t_second", "t_last", "message", "tokens", "chunk_tokens", "step_s", "attempt", "t_scheduled", "session", "tier_blocks", "node", "unit", "in_forward", "forward_s", "load_wait_s", "t_handed", "t_in_hbm", "t_joined", "unreachable")
     KIND_FIELD_NUMBER: _ClassVar[int]
     RID_FIELD_NUMBER: _ClassVar[int]
     T_FIRST_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class Report(_message.Message):
     T_HANDED_FIELD_NUMBER: _ClassVar[int]
     T_IN_HBM_FIELD_NUMBER: _ClassVar[int]
     T_JOINED_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
     kind: ReportKind
     rid: int
     t_first: float
@@ -70,7 +71,8 @@ class Report(_message.Message):
     t_handed: float
     t_in_hbm: float
     t_joined: float
-    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ..., tokens: _Optional[int] = ..., chunk_tokens: _Optional[int] = ..., step_s: _Optional[float] = ..., attempt: _Optional[int] = ..., t_scheduled: _Optional[float] = ..., session: _Optional[int] = ..., tier_blocks: _Optional[int] = ..., node: _Optional[str] = ..., unit: _Optional[str] = ..., in_forward: _Optional[bool] = ..., forward_s: _Optional[float] = ..., load_wait_s: _Optional[float] = ..., t_handed: _Optional[float] = ..., t_in_hbm: _Optional[float] = ..., t_joined: _Optional[float] = ...) -> None: ...
+    unreachable: str
+    def __init__(self, kind: _Optional[_Union[ReportKind, str]] = ..., rid: _Optional[int] = ..., t_first: _Optional[float] = ..., t_second: _Optional[float] = ..., t_last: _Optional[float] = ..., message: _Optional[str] = ..., tokens: _Optional[int] = ..., chunk_tokens: _Optional[int] = ..., step_s: _Optional[float] = ..., attempt: _Optional[int] = ..., t_scheduled: _Optional[float] = ..., session: _Optional[int] = ..., tier_blocks: _Optional[int] = ..., node: _Optional[str] = ..., unit: _Optional[str] = ..., in_forward: _Optional[bool] = ..., forward_s: _Optional[float] = ..., load_wait_s: _Optional[float] = ..., t_handed: _Optional[float] = ..., t_in_hbm: _Optional[float] = ..., t_joined: _Optional[float] = ..., unreachable: _Optional[str] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("reports",)

@@ -119,6 +119,32 @@ def test_a_failed_hand_over_places_an_unseen_turn_again() -> None:
     run_virtual(main)
 
 
+def test_a_hand_over_to_an_unreachable_node_is_not_placed_there_until_it_is_back() -> None:
+    """The PE names the DE that did not answer: the scheduler suspects it (as if its own
+    call had been refused), so the next attempt goes elsewhere or waits, instead of
+    spending every attempt on a node that is restarting."""
+    placed: list[Request] = []
+
+    async def main(clock: VirtualClock) -> None:
+        rs = _scheduler(clock, placed)
+        req = _inflight(rs, 1, "decode1", decoded=1)
+        why = "hand-over to decode1 failed: UNAVAILABLE"
+        rep = scheduler_pb2.Report(
+            kind=FAILED, rid=1, attempt=0, message=why, unreachable="decode1"
+        )
+        rs.on_report(rep)
+        assert "decode1" in rs.down and "decode1" in rs.suspects
+        assert (req.attempt, req.de) == (1, None) and rs.replaced == 1
+        await clock.sleep(1.0)
+        assert [r.de.node.name for r in placed if r.de is not None] == ["decode0"]
+        other = _inflight(rs, 2, "decode0", decoded=1)  # a name that is no node: no effect
+        bad = scheduler_pb2.Report(kind=FAILED, rid=2, attempt=0, unreachable="nosuch")
+        rs.on_report(bad)
+        assert "nosuch" not in rs.down and other.attempt == 1
+
+    run_virtual(main)
+
+
 def test_a_turn_is_placed_at_most_max_attempts_times() -> None:
     async def main(clock: VirtualClock) -> None:
         rs = _scheduler(clock, [])

@@ -80,7 +80,8 @@ def test_a_node_missing_from_the_registry_is_lost_and_placed_on_again_when_back(
 
 def test_a_node_back_with_a_new_pid_lost_its_turns() -> None:
     """Restarted within its lease it never looks absent, but its predecessor's turns
-    died with it: they are placed again (a new attempt), the node stays usable."""
+    died with it: they are placed again (a new attempt). The new process is placed on
+    after one lease, when every service calls its new address."""
 
     async def test(shell: SchedulerShell, events: Events) -> None:
         shell.on_members(_members(*NODES, "storage"))
@@ -91,11 +92,46 @@ def test_a_node_back_with_a_new_pid_lost_its_turns() -> None:
         assert events.kinds == [("engine_restarted", "decode1")]
         assert req.attempt == 1 and req.de is None and shell.sched.replaced == 1
         assert de.seq == 0 and shell.sched.pe_queue[0] is req  # freed there, queued again
-        assert not shell.sched.down and shell.lost == set()
+        assert shell.sched.down == {"decode1"} and shell.lost == set()
+        assert not shell.sched.lost_nodes, "the new process's tier reports count"
+        renewed = _members("decode0", "prefill0", "storage") + _members("decode1", pid="2")
+        shell.on_members(renewed)  # within the lease: still not placed on
+        assert shell.sched.down == {"decode1"}
+        shell.sched.suspects["decode1"] -= serve_lease(shell) + 0.1  # one lease later
+        shell.on_members(renewed)
+        assert not shell.sched.down and not shell.sched.suspects
+        assert events.kinds == [("engine_restarted", "decode1")]
         shell.sched.fail_request(req, RuntimeError("test over"))
         assert isinstance(req.done.exception(), RuntimeError)
 
     _run(test)
+
+
+def test_a_lost_node_back_as_a_new_process_waits_one_lease() -> None:
+    """Absent from the registry, then back with a new pid (at a new address the other
+    services learn at their next read): placed on after one lease. Back with the same
+    pid (the process lives; its heartbeat was late): at once."""
+
+    async def test(shell: SchedulerShell, events: Events) -> None:
+        shell.on_members(_members(*NODES, "storage"))
+        shell.on_members(_members("decode0", "prefill0", "storage"))
+        assert "decode1" in shell.sched.down
+        renewed = _members("decode0", "prefill0", "storage") + _members("decode1", pid="2")
+        shell.on_members(renewed)
+        assert events.kinds == [("engine_lost", "decode1"), ("engine_back", "decode1")]
+        assert shell.sched.down == {"decode1"} and "decode1" in shell.sched.suspects
+        shell.sched.suspects["decode1"] -= serve_lease(shell) + 0.1
+        shell.on_members(renewed)
+        assert not shell.sched.down
+        shell.on_members(_members("decode0", "prefill0", "storage"))  # late, same pid
+        shell.on_members(renewed)
+        assert not shell.sched.down and not shell.sched.suspects
+
+    _run(test)
+
+
+def serve_lease(shell: SchedulerShell) -> float:
+    return shell.opts.heartbeat_ttl_s * shell.clock.dilation
 
 
 def test_a_new_turn_is_refused_before_it_is_queued() -> None:

@@ -32,7 +32,7 @@ from dualpath.runtimes.process.serving.node_io import NodeIo, RemoteDecodeUnit
 from dualpath.runtimes.process.serving.node_tier import install, snapshot
 from dualpath.runtimes.process.serving.options import ServeOptions
 from dualpath.runtimes.process.serving.pacing import node_pacer
-from dualpath.runtimes.process.serving.peers import Ctx, Peers
+from dualpath.runtimes.process.serving.peers import UNREACHABLE, Ctx, Peers
 from dualpath.runtimes.process.serving.persists import Persists
 from dualpath.runtimes.process.serving.prom import Families, Gauges
 from dualpath.runtimes.process.serving.reports import ReportSender
@@ -174,18 +174,22 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         try:
             await call
         except grpc.aio.AioRpcError as exc:
+            de = req.de.node.name if req.de else "?"
             event(
                 log,
                 "handover_failed",
                 logging.WARNING,
                 request_id=req.rid,
-                de=req.de.node.name if req.de else None,
+                de=de,
                 error=exc.code().name,
             )
+            # A DE that did not answer is named: the scheduler then waits for it to be back
+            # (or places elsewhere) instead of handing the next attempt to it at once.
             self._report(
                 scheduler_pb2.REPORT_KIND_FAILED,
                 req,
-                f"hand-over to {req.de.node.name if req.de else '?'} failed: {exc.code().name}",
+                f"hand-over to {de} failed: {exc.code().name}",
+                unreachable=de if exc.code() in UNREACHABLE and req.de else "",
             )
 
     def _decoding(
@@ -227,7 +231,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
         assert self.reports is not None
         self.reports.send(report)
 
-    def _report(self, kind: int, req: Request, message: str = "") -> None:
+    def _report(self, kind: int, req: Request, message: str = "", unreachable: str = "") -> None:
         self._send(
             scheduler_pb2.Report(
                 kind=kind,  # type: ignore[arg-type]
@@ -236,6 +240,7 @@ class NodeShell(ServiceShell, node_pb2_grpc.NodeServicer):
                 t_second=req.t_second,
                 t_last=req.t_last,
                 message=message,
+                unreachable=unreachable,
                 attempt=req.attempt,
                 t_scheduled=req.t_sched,
                 forward_s=req.forward_s,

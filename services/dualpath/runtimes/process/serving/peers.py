@@ -30,6 +30,11 @@ CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 20_000),
+    # A peer restarted at the same address (compose, Kubernetes) is called again within a
+    # second; gRPC's default backoff grows to 120 s, and calls fail at once meanwhile.
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
 ]
 
 
@@ -50,6 +55,10 @@ def server_options(max_concurrent_rpcs: int, transfer_timeout_s: float) -> list[
         ("grpc.server_max_unrequested_time_in_server", math.ceil(transfer_timeout_s)),
     ]
 
+
+# A peer that did not answer: it is down, restarting or swamped. A turn that failed for
+# this reason has not decoded, so the scheduler places it again, elsewhere if it can.
+UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 AUTH_HEADER = "authorization"  # gRPC metadata keys are lower-case
@@ -129,12 +138,20 @@ class Peers:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._addrs: dict[str, str] = {}
         self.members: dict[str, Member] = {}
+        self._retired: list[grpc.aio.Channel] = []  # replaced channels, closed with the rest
 
     def update(self, members: list[Member]) -> None:
+        """A new channel for a peer at a new address or with a new pid (a restarted process
+        at the same address: a fresh connection, not one waiting out a reconnect backoff)."""
         for m in members:
+            old = self.members.get(m.name)
             self.members[m.name] = m
-            if self._addrs.get(m.name) != m.grpc_addr:
+            new_pid = old is not None and old.meta.get("pid") != m.meta.get("pid")
+            if self._addrs.get(m.name) != m.grpc_addr or new_pid:
                 self._addrs[m.name] = m.grpc_addr
+                stale = self._channels.get(m.name)
+                if stale is not None:
+                    self._retired.append(stale)  # (its calls in flight end on their own)
                 self._channels[m.name] = make_channel(m.grpc_addr, self._token)
 
     def _channel(self, name: str) -> grpc.aio.Channel:
@@ -153,7 +170,8 @@ class Peers:
         return scheduler_pb2_grpc.SchedulerStub(self._channel("scheduler"))
 
     async def close(self) -> None:
-        for ch in self._channels.values():
+        for ch in [*self._channels.values(), *self._retired]:
             await ch.close(grace=None)
         self._channels.clear()
+        self._retired.clear()
         self._addrs.clear()

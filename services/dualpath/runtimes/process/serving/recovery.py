@@ -84,6 +84,15 @@ class Recovery(GlobalScheduler):
             self.down.add(name)
             self.suspects[name] = self.ctx.clock.now()
 
+    def node_restarted(self, name: str) -> None:
+        """`name` registered with a new pid: its predecessor's turns died with it (as if
+        lost), and the new process is placed on only after one lease (as a suspect), by
+        when every service has read the registry (every ttl/2) and calls its new address.
+        Placed on at once, the next turn's hand-over went to the old address and failed."""
+        self.node_lost(name)
+        self.lost_nodes.discard(name)  # (its tier reports are the new process's)
+        self.suspects[name] = self.ctx.clock.now()
+
     def node_back(self, name: str) -> None:
         self.suspects.pop(name, None)
         self.lost_nodes.discard(name)

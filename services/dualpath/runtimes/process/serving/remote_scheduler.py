@@ -27,7 +27,7 @@ from dualpath.runtimes.process.serving.forwards import RemoteForwards
 from dualpath.runtimes.process.serving.node_tier import MirrorTier, mirror
 from dualpath.runtimes.process.serving.options import ServeOptions
 from dualpath.runtimes.process.serving.pacer import TokenPacer
-from dualpath.runtimes.process.serving.peers import Peers
+from dualpath.runtimes.process.serving.peers import UNREACHABLE, Peers
 from dualpath.runtimes.process.serving.recovery import Recovery
 from dualpath.runtimes.process.serving.stats import Stages
 from dualpath.runtimes.process.serving.wire import lineage_to_wire, range_to_wire, request_to_wire
@@ -48,8 +48,6 @@ class PeerUnreachableError(ConnectionError):
 
 # Failures of one request's remote work (see `RemoteScheduler.contain`).
 CONTAINED = (grpc.aio.AioRpcError, TimeoutError, ConnectionError, KvReadFailedError)
-# Of those, a node that did not answer: the turn has not decoded, so it is placed again.
-UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +211,8 @@ class RemoteScheduler(Recovery):
             self._done(req, rep)
         elif rep.kind == scheduler_pb2.REPORT_KIND_FAILED:
             exc = KvReadFailedError(rep.message or "request failed on a node")
+            if rep.unreachable in self.ctx.hw.nodes:  # a node's call to a peer went
+                self.suspect(rep.unreachable)  # unanswered: as if it were this one's
             if not self._retry(req, exc):
                 self.fail_request(req, exc)
 

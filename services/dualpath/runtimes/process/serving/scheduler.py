@@ -80,16 +80,18 @@ class SchedulerShell(TurnsBackend, ServiceShell, scheduler_pb2_grpc.SchedulerSer
         lost = expected - live
         engines = set(self.world.cluster.hw.nodes)
         # A node restarted within its TTL never looks absent, but its predecessor's turns
-        # died with it: a new pid is a lost node that is back at once.
+        # died with it: a new pid is a lost node, placed on again after one lease (by then
+        # every service calls its new address: `node_restarted`).
+        renewed = set()
         for m in members:
             pid = m.meta.get("pid", "")
             if self._pids.setdefault(m.name, pid) != pid:
                 self._pids[m.name] = pid
+                renewed.add(m.name)
                 if m.name in engines and m.name not in self.lost:
                     event(log, "node_restarted", logging.WARNING, node=m.name, pid=pid)
                     self.events.emit("engine_restarted", self.clock.now(), name=m.name)
-                    self.sched.node_lost(m.name)
-                    self.sched.node_back(m.name)
+                    self.sched.node_restarted(m.name)
         for name in sorted(lost - self.lost):
             event(log, "node_lost", logging.WARNING, node=name, why="no heartbeat")
             self.events.emit("engine_lost", self.clock.now(), name=name)
@@ -98,7 +100,10 @@ class SchedulerShell(TurnsBackend, ServiceShell, scheduler_pb2_grpc.SchedulerSer
         for name in sorted(self.lost - lost):
             event(log, "node_back", node=name)
             self.events.emit("engine_back", self.clock.now(), name=name)
-            self.sched.node_back(name)
+            if name in renewed and name in engines:  # a new process: after one lease
+                self.sched.node_restarted(name)
+            else:
+                self.sched.node_back(name)
         self.lost = lost
         # a suspect still registered a lease after the refusal is alive after all
         lease = self.opts.heartbeat_ttl_s * self.clock.dilation
