@@ -44,6 +44,7 @@ MODULES = (
     "dualpath.model.links.fabric",
     "dualpath.model.roofline.model",
     "dualpath.model.entities.request",
+    "dualpath.model.entities.record",
     "dualpath.model.entities.steps",
     "dualpath.model.entities.metrics",
     "dualpath.model.blocks.range",

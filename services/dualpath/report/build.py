@@ -54,14 +54,16 @@ def _latency(cluster: Cluster) -> dict[str, Any]:
     # 8-byte floats, not Python floats in lists: 48P96D has 5.2 M turns
     ttft, ttst, tpot = array("d"), array("d"), array("d")
     decoding, gaps = 0.0, 0
-    for r in cluster.metrics.requests:
-        ttft.append(r.t_first - r.arrival)
-        if r.gen >= 2:
-            ttst.append(r.t_second - r.t_first)
-            decoding += r.t_last - r.t_first
-            gaps += r.gen - 1
-        if r.gen >= 3:
-            tpot.append((r.t_last - r.t_second) / (r.gen - 2))
+    log = cluster.metrics.requests
+    cols = (log.column(k) for k in ("arrival", "t_first", "t_second", "t_last", "gen"))
+    for arrival, t_first, t_second, t_last, gen in zip(*cols, strict=True):  # no record a row
+        ttft.append(t_first - arrival)
+        if gen >= 2:
+            ttst.append(t_second - t_first)
+            decoding += t_last - t_first
+            gaps += gen - 1
+        if gen >= 3:
+            tpot.append((t_last - t_second) / (gen - 2))
     return {
         "ttft_s": dist(ttft),
         "ttst_s": dist(ttst),

@@ -17,7 +17,7 @@ run's emulated time / WINDOW_S, not by its turns; computed once at the end in O(
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import numpy as np
@@ -73,12 +73,16 @@ def _running(
     after the window of its last token (a difference array, then a running sum)."""
     start: dict[int, float] = {}
     end: dict[int, float] = {}
-    for r in reqs:
-        s = r.session
-        if r.arrival < start.get(s, math.inf):
-            start[s] = r.arrival
-        if r.t_last > end.get(s, -math.inf):
-            end[s] = r.t_last
+    rows: Iterable[tuple[Any, ...]]
+    if isinstance(reqs, RequestLog):  # by column: no record a row
+        rows = zip(*(reqs.column(k) for k in ("session", "arrival", "t_last")), strict=True)
+    else:
+        rows = ((r.session, r.arrival, r.t_last) for r in reqs)
+    for s, arrival, t_last in rows:
+        if arrival < start.get(s, math.inf):
+            start[s] = arrival
+        if t_last > end.get(s, -math.inf):
+            end[s] = t_last
     sessions = list(start)
     first = _window(_times(start, sessions) - origin, window_s, n)
     last = _window(_times(end, sessions) - origin, window_s, n)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 
 import pytest
 
 from dualpath.model.entities.metrics import Metrics, RequestLog, RequestRecord
+from dualpath.model.entities.record import RECORD_NAMES
 
 
 def _record(i: int, path: str = "pe") -> RequestRecord:
@@ -40,7 +40,7 @@ def test_rows_read_back_equal_and_in_order() -> None:
 
 def test_every_field_lands_in_its_own_column() -> None:
     """All fields distinct, so a column written in the wrong order cannot pass."""
-    names = [f.name for f in fields(RequestRecord)]
+    names = list(RECORD_NAMES)
     ints = {"session", "turn", "prompt", "hit", "gen"}
     values: dict[str, object] = {
         n: (i + 1000 if n in ints else i + 0.5) for i, n in enumerate(names)
@@ -48,7 +48,11 @@ def test_every_field_lands_in_its_own_column() -> None:
     values["path"] = "de"
     rec = RequestRecord(**values)  # type: ignore[arg-type]
     log = RequestLog([rec])
-    assert log[0] == rec
+    assert log[0] == rec and list(log) == [rec]
+    assert list(log.rows()) == [tuple(values[n] for n in names)] == [rec.astuple()]
+    assert RequestRecord(*rec.astuple()) == rec
+    # the positional order is RECORD_NAMES' (the columns and the process runtime's rows)
+    assert RequestRecord(*(values[n] for n in names)) == rec  # type: ignore[arg-type]
     for n in names:
         if n != "path":
             assert log.column(n)[0] == values[n], n
@@ -117,3 +121,13 @@ def test_a_finished_request_becomes_its_row() -> None:
             t_first=2.0, t_second=2.0, t_last=2.0,
         ),  # every stage unstamped: -1.0, forward 0.0 (the record's defaults)
     ]  # fmt: skip
+
+
+def test_a_record_compares_by_value_like_a_dataclass() -> None:
+    a, b = _record(3), _record(3)
+    assert a == b and a is not b and a != _record(4)
+    b.t_last += 1e-9
+    assert a != b and a != a.astuple()  # another type is never equal
+    with pytest.raises(TypeError):
+        hash(a)
+    assert repr(_record(1)).startswith("RequestRecord(session=7919, turn=1, prompt=65001,")

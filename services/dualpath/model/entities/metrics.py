@@ -4,38 +4,14 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Final, overload
 
+from dualpath.model.entities.record import RECORD_FIELDS, RECORD_NAMES, RequestRecord
 from dualpath.model.entities.request import ReadPath, Request
 from dualpath.model.entities.steps import EngineSteps
 
-
-@dataclass(slots=True)
-class RequestRecord:
-    session: int
-    turn: int
-    prompt: int
-    hit: int
-    gen: int
-    path: str
-    arrival: float
-    t_first: float
-    t_second: float
-    t_last: float
-    # TTFT stages (report `ttft_breakdown`, docs/report.md), appended with defaults so rows
-    # of the ten fields above still load. Durations, not timestamps: a runtime that shifts
-    # the clock (the process runtime's t0) leaves them right. -1.0 / 0.0: not measured.
-    wait_pe_s: float = -1.0  # arrival -> a PE assigned
-    wait_de_s: float = -1.0  # PE assigned -> a DE assigned
-    buffer_wait_s: float = -1.0  # DE assigned -> DRAM buffer space held, the read starts
-    read_s: float = -1.0  # storage -> the reading node's DRAM buffer
-    forward_s: float = 0.0  # the prefill forwards the turn was in (0: not measured here)
-    load_wait_s: float = 0.0  # of forward_s: stalled on KV loads into PE HBM
-    # TTST stages (report `ttst_breakdown`), the same way; the first decode step is the rest
-    handover_s: float = -1.0  # first token -> the DE handed the turn (prompt KV in its buffer)
-    h2d_s: float = -1.0  # DE buffer -> DE HBM
-    join_wait_s: float = -1.0  # KV in DE HBM -> the decode chunk it joins starts
+__all__ = ["TIER_LEVELS", "Integrity", "Metrics", "RequestLog", "RequestRecord", "TierStats"]
 
 
 class RequestLog:
@@ -50,9 +26,7 @@ class RequestLog:
 
     def __init__(self, records: Iterable[RequestRecord] = ()) -> None:
         self._cols: list[array[Any]] = [
-            array("d" if f.type in (float, "float") else "q")  # compiled: the type itself
-            for f in _FIELDS
-            if f.name != "path"
+            array("d" if is_float else "q") for name, is_float in RECORD_FIELDS if name != "path"
         ]
         self._path: array[int] = array("B")  # index into _paths
         self._paths: list[str] = []
@@ -146,13 +120,19 @@ class RequestLog:
         return any(r == record for r in self)
 
     def __iter__(self) -> Iterator[RequestRecord]:
+        # Each record built by a direct call, no row list: a report reads every row six times.
         self._flush()
         paths = self._paths
-        at = _PATH_AT
-        for code, *values in zip(self._path, *self._cols):  # noqa: B905 - equal lengths
-            row: list[Any] = values
-            row.insert(at, paths[code])
-            yield RequestRecord(*row)
+        rows = zip(self._path, *self._cols)  # noqa: B905 - equal lengths, and read often
+        for code, s, t, p, h, g, a, f1, f2, fl, w1, w2, bw, rd, fw, lw, ho, hd, jw in rows:
+            yield RequestRecord(
+                s, t, p, h, g, paths[code], a, f1, f2, fl, w1, w2, bw, rd, fw, lw, ho, hd, jw
+            )
+
+    def rows(self) -> Iterator[tuple[Any, ...]]:
+        """Every row as a tuple in `RequestRecord`'s positional order (no record built)."""
+        for r in self:
+            yield r.astuple()
 
     def _row(self, k: int) -> RequestRecord:
         row: list[Any] = [col[k] for col in self._cols]
@@ -160,10 +140,9 @@ class RequestLog:
         return RequestRecord(*row)
 
 
-_FIELDS = fields(RequestRecord)
-_PATH_AT: Final = [f.name for f in _FIELDS].index("path")
+_PATH_AT: Final = RECORD_NAMES.index("path")
 _BATCH: Final = 1024  # rows kept as tuples before they join the columns
-_COLUMN = {name: i for i, name in enumerate(f.name for f in _FIELDS if f.name != "path")}
+_COLUMN = {name: i for i, name in enumerate(n for n in RECORD_NAMES if n != "path")}
 
 
 @dataclass(slots=True)

@@ -45,7 +45,7 @@ def base_stats(
         "lag": lag_summary(clock),
         "links": {ln.name: snapshot(ln) for ln in links},
         "metrics": {
-            "requests": [dataclasses.astuple(r) for r in m.requests] if requests else [],
+            "requests": list(m.requests.rows()) if requests else [],
             "failed": m.failed,
             "read_path": m.read_path,
             "bytes_by_path": m.bytes_by_path,
