@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -11,16 +10,15 @@ from typing import Any
 import pytest
 
 from dualpath.model.config.presets import resolve
-from dualpath.model.entities.metrics import RequestRecord
+from dualpath.model.entities.metrics import RequestLog, RequestRecord
 from dualpath.model.roofline import Roofline, load_gpu, load_model
 from dualpath.model.workload.script import ScriptTurn
 from dualpath.report.breakdown import (
     STAGES,
+    SUB_STAGES,
     TTST_STAGES,
-    stage_times,
     ttft_breakdown,
     ttst_breakdown,
-    ttst_stage_times,
 )
 from dualpath.report.floor import FLOOR_TOLERANCE, FloorModel
 from dualpath.report.plots import breakdown_png_name, write_png
@@ -28,29 +26,49 @@ from dualpath.report.render import markdown_report
 from dualpath.runtimes.virtual.sim import simulate
 
 
-def _rec(path: str = "de", forward_s: float = 0.3, **kw: float) -> RequestRecord:
+def _rec(path: str = "de", forward_s: float = 0.3, **kw: Any) -> RequestRecord:
     # arrival 10, first token 11.5: queue 0.1+0.2, buffer 0.05, read 0.4, then 0.75 left
-    base = RequestRecord(1, 0, 1000, 900, 8, path, 10.0, 11.5, 11.52, 11.7)
-    return dataclasses.replace(
-        base,
-        **{"wait_pe_s": 0.1, "wait_de_s": 0.2, "buffer_wait_s": 0.05, "read_s": 0.4,
-           "forward_s": forward_s, "load_wait_s": 0.1, **kw},
-    )  # fmt: skip
+    fields: dict[str, Any] = {
+        "session": 1, "turn": 0, "prompt": 1000, "hit": 900, "gen": 8, "path": path,
+        "arrival": 10.0, "t_first": 11.5, "t_second": 11.52, "t_last": 11.7,
+        "wait_pe_s": 0.1, "wait_de_s": 0.2, "buffer_wait_s": 0.05, "read_s": 0.4,
+        "forward_s": forward_s, "load_wait_s": 0.1,
+    }  # fmt: skip
+    return RequestRecord(**{**fields, **kw})
+
+
+def _stages(b: dict[str, Any]) -> dict[str, float]:
+    return {k: v["mean"] for k, v in b["stages"].items()}
 
 
 def test_stages_add_up_to_the_ttft() -> None:
-    st = stage_times(_rec())
-    assert st is not None
-    assert sum(st[k] for k in STAGES) == pytest.approx(1.5)
+    b = ttft_breakdown([_rec()])
+    st = _stages(b)
+    assert b["n"] == 1 and tuple(st) == (*STAGES, *SUB_STAGES)
+    assert sum(st[k] for k in STAGES) == pytest.approx(1.5) == pytest.approx(b["ttft_s"]["mean"])
     assert st["queue"] == pytest.approx(st["queue_pe"] + st["queue_de"]) == pytest.approx(0.3)
     assert st["prefill_wait"] == pytest.approx(0.45)  # 0.75 after the read - 0.3 of forwards
     assert (st["transfer"], st["prefill"]) == pytest.approx((0.1, 0.2))
 
 
+def test_a_request_log_breaks_down_exactly_as_its_records() -> None:
+    """The run's own log is read by column, any other records one by one: equal floats."""
+    recs = [
+        _rec(("de", "pe", "split")[i % 3], forward_s=0.3 * (i % 4) / 3, read_s=0.1 + i / 7,
+             wait_pe_s=(-1.0 if i == 5 else 0.1 * i), gen=1 + i % 3, handover_s=0.004 * i,
+             h2d_s=(-1.0 if i == 7 else 0.006), join_wait_s=0.003, t_second=11.5 + i / 100)
+        for i in range(40)
+    ]  # fmt: skip
+    log = RequestLog(recs)
+    assert ttft_breakdown(log) == ttft_breakdown(recs)
+    assert ttst_breakdown(log) == ttst_breakdown(recs)
+    assert ttft_breakdown(log)["n"] == 39 and not ttft_breakdown(log)["split_measured"]
+
+
 def test_unmeasured_stages() -> None:
     """Old ten-field rows (no stage fields) are skipped; rows without forward times (the
     process runtime) keep the time after the read as one `prefill` stage."""
-    assert stage_times(RequestRecord(1, 0, 1000, 900, 8, "pe", 0.0, 1.0, 1.1, 1.2)) is None
+    assert ttft_breakdown([RequestRecord(1, 0, 1000, 900, 8, "pe", 0.0, 1.0, 1.1, 1.2)])["n"] == 0
     b = ttft_breakdown([_rec(forward_s=0.0), _rec(forward_s=0.0)])
     assert b["n"] == 2 and not b["split_measured"]
     assert b["stages"]["prefill"]["mean"] == pytest.approx(0.75)
@@ -73,20 +91,20 @@ def test_breakdown_means_shares_and_paths() -> None:
 def _ttst_rec(path: str = "de", gen: int = 8, **kw: float) -> RequestRecord:
     # first token 11.5, second 11.52: handover 0.004, h2d 0.006, join 0.003, step 0.007
     stamps = {"handover_s": 0.004, "h2d_s": 0.006, "join_wait_s": 0.003, **kw}
-    return dataclasses.replace(_rec(path), gen=gen, **stamps)
+    return _rec(path, gen=gen, **stamps)
 
 
 def test_ttst_stages_add_up_to_the_ttst() -> None:
-    st = ttst_stage_times(_ttst_rec())
-    assert st is not None and tuple(st) == TTST_STAGES
+    st = _stages(ttst_breakdown([_ttst_rec()]))
+    assert tuple(st) == TTST_STAGES
     assert sum(st.values()) == pytest.approx(0.02)
     assert st["first_step"] == pytest.approx(0.007)
 
 
 def test_ttst_breakdown_skips_one_token_turns_and_unstamped_rows() -> None:
     """A one-token turn has no second token; a row written before the stamps has -1s."""
-    assert ttst_stage_times(_ttst_rec(gen=1)) is None
-    assert ttst_stage_times(_rec()) is None  # h2d_s etc. at their -1.0 defaults
+    assert ttst_breakdown([_ttst_rec(gen=1)])["n"] == 0
+    assert ttst_breakdown([_rec()])["n"] == 0  # h2d_s etc. at their -1.0 defaults
     recs = [_ttst_rec("de"), _ttst_rec("pe", h2d_s=0.010), _ttst_rec(gen=1), _rec()]
     b = ttst_breakdown(recs)
     assert b["n"] == 2 and b["ttst_s"]["mean"] == pytest.approx(0.02)

@@ -30,4 +30,4 @@ def test_owners_match_a_dict_over_every_chain_and_turn() -> None:
     for chain in [0, *range(50, 70), *range(100, 160), 999]:
         for turn in range(-1, 10):
             r = RequestRecord(chain, turn, 10, 0, 1, "pe", 0.0, 0.0, 0.0, 0.0)
-            assert owners.of(r) is reference.get((chain, turn)), (chain, turn)
+            assert owners.of(r.session, r.turn) is reference.get((chain, turn)), (chain, turn)

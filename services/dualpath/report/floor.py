@@ -20,13 +20,13 @@ loads into PE HBM, the PE -> DE hand-over and the DE's H2D copy.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dualpath.model.entities.metrics import RequestRecord
+from dualpath.model.entities.metrics import RequestLog, RequestRecord
 from dualpath.model.roofline import Roofline
 from dualpath.model.workload.script import AgentScript, ScriptTurn, Workload
 
@@ -167,24 +167,28 @@ def _last_agent(
     # Two passes over the records, keeping only the last agent's: holding every agent's
     # records (and a key per turn) took more memory than the run itself at 48P96D.
     last: dict[str, float] = {}
-    for r in records:
-        script = owner.of(r)
+    for session, turn, _, _, t_last in _times(records):
+        script = owner.of(session, turn)
         if script is not None:
             t = last.get(script.key)
-            if t is None or r.t_last > t:
-                last[script.key] = r.t_last
+            if t is None or t_last > t:
+                last[script.key] = t_last
     if not last:
         return None
     key = max(last, key=last.__getitem__)
-    recs = [r for r in records if (s := owner.of(r)) is not None and s.key == key]
+    rows = [
+        row
+        for row in _times(records)
+        if (s := owner.of(row[0], row[1])) is not None and s.key == key
+    ]
     start = next(s.start_s for s in workload.scripts if s.key == key)
-    ran = max(r.t_last for r in recs) - start
-    ttft = sum(r.t_first - r.arrival for r in recs)
-    decode = sum(r.t_last - r.t_first for r in recs)
+    ran = max(t_last for *_, t_last in rows) - start
+    ttft = sum(t_first - arrival for _, _, arrival, t_first, _ in rows)
+    decode = sum(t_last - t_first for _, _, _, t_first, t_last in rows)
     floor = next(f for f in floors if f.key == key)
     return {
         "agent": key,
-        "turns": len(recs),
+        "turns": len(rows),
         "run_s": ran,
         "ttft_s": ttft,
         "decode_s": decode,
@@ -215,14 +219,29 @@ class _Owners:
                         if t.chain == c:
                             index[i] = s
 
-    def of(self, r: RequestRecord) -> AgentScript | None:
-        many = self._many.get(r.session)
+    def of(self, session: int, turn: int) -> AgentScript | None:
+        """The script of a record's turn (`r.session`, `r.turn`), if one has it."""
+        many = self._many.get(session)
         if many is not None:
-            return many.get(r.turn)
-        for s in self._few.get(r.session, ()):
-            if 0 <= r.turn < len(s.turns) and s.turns[r.turn].chain == r.session:
+            return many.get(turn)
+        for s in self._few.get(session, ()):
+            if 0 <= turn < len(s.turns) and s.turns[turn].chain == session:
                 return s
         return None
+
+
+_Times = tuple[int, int, float, float, float]  # session, turn, arrival, t_first, t_last
+
+
+def _times(records: Collection[RequestRecord]) -> Iterator[_Times]:
+    """The fields the last agent's figures need, row by row: a `RequestLog`'s columns
+    (no record a row), or any other records'."""
+    if isinstance(records, RequestLog):
+        names = ("session", "turn", "arrival", "t_first", "t_last")
+        yield from zip(*(records.column(n) for n in names), strict=True)
+        return
+    for r in records:
+        yield r.session, r.turn, r.arrival, r.t_first, r.t_last
 
 
 _FEW = 4  # scripts on one chain searched in turn; more get an index

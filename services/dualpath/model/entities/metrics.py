@@ -116,6 +116,11 @@ class RequestLog:
         except KeyError:
             raise KeyError(f"no numeric request field {name!r}") from None
 
+    def path_codes(self) -> tuple[array[int], list[str]]:
+        """Every row's read path as a code (`B`), and the paths the codes index."""
+        self._flush()
+        return self._path, list(self._paths)
+
     def __contains__(self, record: object) -> bool:
         return any(r == record for r in self)
 
