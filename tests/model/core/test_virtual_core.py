@@ -1,11 +1,13 @@
 """model/core/virtual_core.py: events run by time, ties in the order scheduled, cancelled
-timers never run (also after the heap is compacted), a run with nothing left to do before
-`stop()` is a deadlock, and coroutines are refused with a clear error."""
+timers never run (also after the heap is compacted), the alarm slot runs exactly where its
+timer would, a run with nothing left to do before `stop()` is a deadlock, and coroutines are
+refused with a clear error."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -63,6 +65,79 @@ def test_cancelled_timers_never_run_also_after_compaction() -> None:
     core.run()
     assert ran == sorted(kept)
     assert core._cancelled == 0
+
+
+def _rearming_run(use_alarm: bool, seed: int) -> list[tuple[str, float]]:
+    """A client that keeps re-arming one timer (as the fabric does) among other timers at
+    the same and nearby times, through the alarm or through call_at and cancel."""
+    rng = random.Random(seed)
+    core = VirtualCore()
+    seen: list[tuple[str, float]] = []
+    armed: list[object] = []
+
+    def rearm(k: int) -> None:
+        seen.append((f"alarm{k}", core.now()))
+        if k >= 300:
+            return
+        for j in range(rng.randint(0, 3)):  # others, some at the alarm's next time
+            when = core.now() + rng.choice((0.5, 1.0, rng.uniform(0.1, 2.0)))
+            core.call_at(when, lambda n=f"t{k}.{j}": seen.append((n, core.now())))
+        nxt = core.now() + rng.choice((0.5, 1.0, rng.uniform(0.1, 2.0)))
+        if rng.random() < 0.3:  # re-armed twice: the first one is replaced
+            arm(nxt + 1.0, lambda: seen.append(("never", core.now())))
+        arm(nxt, lambda: rearm(k + 1))
+
+    def arm(when: float, callback: Callable[[], None]) -> None:
+        if use_alarm:
+            core.set_alarm(when, callback)
+        else:
+            if armed:
+                armed.pop().cancel()  # type: ignore[attr-defined]
+            armed.append(core.call_at(when, callback))
+
+    core.call_at(0.5, lambda: rearm(0))
+    core.call_at(1.0, lambda: seen.append(("first", core.now())))
+    with pytest.raises(SimulationDeadlockError):
+        core.run()
+    return seen
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_alarm_runs_exactly_where_its_heap_timer_would(seed: int) -> None:
+    via_alarm = _rearming_run(True, seed)
+    assert via_alarm == _rearming_run(False, seed)
+    assert ("alarm300", via_alarm[-1][1]) in via_alarm and ("never", 0.0) not in via_alarm
+    assert not any(name == "never" for name, _ in via_alarm)
+
+
+def test_the_alarm_slot_has_one_owner_and_only_times_ahead() -> None:
+    core = VirtualCore()
+    a, b = object(), object()
+    assert core.claim_alarm(a) and core.claim_alarm(a) and not core.claim_alarm(b)
+    core.call_at(1.0, lambda: None)
+    core.set_alarm(2.0, core.stop)
+    core.run()
+    assert core.now() == 2.0 and core.events == 2
+    with pytest.raises(ValueError, match="not ahead"):
+        core.set_alarm(2.0, lambda: None)
+    core.set_alarm(3.0, lambda: None)
+    core.clear_alarm()
+    with pytest.raises(SimulationDeadlockError):
+        core.run()  # a cleared alarm is no event
+
+
+def test_cancelling_a_timer_after_it_ran_changes_nothing() -> None:
+    """Many clients cancel a timer they no longer need without asking whether it ran."""
+    core = VirtualCore()
+    spent = [core.call_at(0.001 * k, lambda: None) for k in range(1, 1000)]
+    core.call_at(1.0, core.stop)
+    core.run()
+    for timer in spent:
+        timer.cancel()
+    assert core._cancelled == 0
+    core.call_at(2.0, core.stop)
+    core.run()
+    assert core.now() == 2.0
 
 
 def test_nothing_left_before_stop_is_a_deadlock() -> None:

@@ -13,6 +13,7 @@ was scheduled. A run is deterministic for a seed. Compiled with the fabric (nati
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Coroutine
 from heapq import heapify, heappop, heappush
 from typing import Any, Final
@@ -24,6 +25,7 @@ __all__ = ["CoreTimer", "SimulationDeadlockError", "VirtualCore"]
 # Drop cancelled timers from the heap once they are this many and over half of it (the
 # fabric cancels and re-arms its timer often; most cancelled entries lie far ahead).
 _COMPACT_AT: Final = 256
+INF: Final = math.inf
 
 
 class CoreTimer:
@@ -56,6 +58,11 @@ class VirtualCore:
         self._cancelled = 0  # cancelled timers still in the heap or the ready queue
         self._stopped = False
         self.events = 0  # callbacks run (for the bench)
+        # The alarm (`set_alarm`): one timer outside the heap, at (when, seq) as if in it.
+        self._alarm_t = INF
+        self._alarm_seq = 0
+        self._alarm_cb: Callable[[], None] | None = None
+        self._alarm_owner: object | None = None
 
     # --- the Clock ----------------------------------------------------------------------
     @property
@@ -75,6 +82,28 @@ class VirtualCore:
         self._seq += 1
         heappush(self._heap, (when, self._seq, timer))
         return timer
+
+    def claim_alarm(self, owner: object) -> bool:
+        """Reserve the alarm slot for `owner` (True), unless another owner has it: a second
+        fabric on one core keeps its timers in the heap."""
+        if self._alarm_owner is None:
+            self._alarm_owner = owner
+        return self._alarm_owner is owner
+
+    def set_alarm(self, when: float, callback: Callable[[], None]) -> None:
+        """`call_at(when, callback)` for a time still ahead, in the core's one alarm slot
+        instead of the heap: it replaces the alarm set before (as a cancel and a new
+        `call_at` would) and runs in the same order a heap timer would, by (time, then
+        scheduling order). The fabric keeps its next completion here: about 12 of a turn's
+        16 timers, each a heap push and pop and a `CoreTimer` before (docs/clock.md)."""
+        if when <= self._now:
+            raise ValueError(f"set_alarm: {when} is not ahead of now ({self._now}); use call_at")
+        self._seq += 1
+        self._alarm_t, self._alarm_seq, self._alarm_cb = when, self._seq, callback
+
+    def clear_alarm(self) -> None:
+        """No alarm (as cancelling its timer would)."""
+        self._alarm_t, self._alarm_cb = INF, None
 
     def call_soon(self, callback: Callable[[], None]) -> CoreTimer:
         timer = CoreTimer(self, self._now, callback)
@@ -113,13 +142,20 @@ class VirtualCore:
                     self._head = 0
                 else:
                     self._head = head + 1
-            elif heap:
+            elif heap and not self._alarm_first(heap[0]):
                 if self._cancelled > _COMPACT_AT and self._cancelled * 2 > len(heap):
                     self._compact()
                     continue
                 when, _, timer = heappop(heap)
                 if not timer.cancelled:
                     self._now = when
+            elif self._alarm_cb is not None:
+                callback = self._alarm_cb
+                self._now = self._alarm_t
+                self.clear_alarm()
+                self.events += 1
+                callback()
+                continue
             else:
                 raise SimulationDeadlockError(
                     "no event is pending but the run has not ended: the emulated cluster "
@@ -128,8 +164,17 @@ class VirtualCore:
             if timer.cancelled:
                 self._cancelled -= 1
                 continue
+            # Spent: a cancel() after it ran must not count a timer the heap no longer holds
+            # (the count would only grow, and compaction would run at every pop, forever).
+            timer.cancelled = True
             self.events += 1
             timer.callback()
+
+    def _alarm_first(self, top: tuple[float, int, CoreTimer]) -> bool:
+        """The alarm runs before the heap's first timer (an earlier time, or the same time
+        and scheduled first)."""
+        t = self._alarm_t
+        return t < top[0] or (t == top[0] and self._alarm_seq < top[1])
 
     def _compact(self) -> None:
         live = []

@@ -41,7 +41,10 @@ class Fabric:
         self._t = clock.now()
         self._advancing = False
         self._timer: TimerHandle | None = None
-        self._timer_t = INF
+        self._alarm = False  # the timer is the virtual core's alarm (`set_alarm`) instead
+        core = self._core
+        self._alarm_core = core if core is not None and core.claim_alarm(self) else None
+        self._timer_t = INF  # when the timer or the alarm is due (INF: neither is set)
         # Starts and cancels of one instant re-share once, at its end (`_defer`, `flush`).
         self._pending = False
         self._pending_t = 0.0
@@ -275,7 +278,7 @@ class Fabric:
             self._arm()
 
     def _on_timer(self) -> None:
-        self._timer = None
+        self._timer, self._alarm = None, False
         target, self._timer_t = self._timer_t, INF
         try:
             # Absolute schedule: an early wake-up (RealClock batches sub-ms sleeps) still
@@ -333,16 +336,30 @@ class Fabric:
         self._due.compact_if_sparse(self.active_flows)
         t = self._due.next_time()
         if t == INF:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer, self._timer_t = None, INF
+            if self._timer_t != INF:
+                self._disarm()
             return
-        if self._timer is not None:
+        if self._timer_t != INF:
             if self._timer_t <= t:
                 return  # an earlier wake-up is harmless: it finds nothing due and re-arms
-            self._timer.cancel()
+            self._disarm()
         self._timer_t = t
-        self._timer = self._call_at(t, self._on_timer)
+        core = self._alarm_core
+        if core is not None and t > core.now():  # the core's alarm slot: no heap entry
+            core.set_alarm(t, self._on_timer)
+            self._alarm = True
+        else:
+            self._timer = self._call_at(t, self._on_timer)
+
+    def _disarm(self) -> None:
+        if self._alarm:
+            assert self._alarm_core is not None
+            self._alarm_core.clear_alarm()
+            self._alarm = False
+        elif self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_t = INF
 
     # --- sharing -------------------------------------------------------------------------
 
