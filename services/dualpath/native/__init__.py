@@ -62,6 +62,7 @@ MODULES = (
     "dualpath.model.engines.scheduler",
     "dualpath.model.engines.capacity",
     "dualpath.model.engines.kv_read",
+    "dualpath.model.engines.tier_read",
     "dualpath.runtimes.virtual.agents",
     "dualpath.report.floor",
     "dualpath.report.breakdown",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, overload
 
 from dualpath.model.entities.record import RECORD_FIELDS, RECORD_NAMES, RequestRecord
-from dualpath.model.entities.request import ReadPath, Request
+from dualpath.model.entities.request import ReadPath, Request, path_value
 from dualpath.model.entities.steps import EngineSteps
 
 __all__ = ["TIER_LEVELS", "Integrity", "Metrics", "RequestLog", "RequestRecord", "TierStats"]
@@ -67,7 +67,7 @@ class RequestLog:
                 _span(req.t_first, req.t_handed),
                 _span(req.t_handed, req.t_in_hbm),
                 _span(req.t_in_hbm, req.t_joined),
-                req.path.value,
+                path_value(req.path),
             )
         )  # fmt: skip
         if len(self._pending) >= _BATCH:
@@ -208,8 +208,9 @@ class Metrics:
         return got
 
     def record_path(self, path: ReadPath, nbytes: float) -> None:
-        self.read_path[path.value] += 1
-        self.bytes_by_path[path.value] += nbytes
+        value = path_value(path)
+        self.read_path[value] += 1
+        self.bytes_by_path[value] += nbytes
 
     def finish(self, req: Request) -> None:
         self.requests.append_request(req)

@@ -18,6 +18,13 @@ class ReadPath(StrEnum):
     SPLIT = "split"
 
 
+def path_value(path: ReadPath) -> str:
+    """`path.value`, read where enum's `value` property reads it (`_value_`, the member's
+    own attribute): the property is Python code, run twice a turn even in a compiled build."""
+    value: str = path._value_
+    return value
+
+
 _FIELDS: Final = (
     "rid", "session", "turn", "prompt", "gen", "arrival", "done", "hit", "pe", "de", "path",
     "computed", "generated", "persisted_blocks", "join_step", "att_join", "hbm_bytes",

@@ -80,6 +80,7 @@ class Roofline:
         self._g_index_layer: int = g.index_layer
         self._g_dense_layers: int = g.dense_layers
         self._g_topk: int = g.topk
+        self._moe: bool = g.is_moe  # (a property of that dataclass: a Python call a read)
         self._kv_mem = g.kv_layer * self._p_mem  # prefill seconds per KV token touched
         self._idx_mem = g.index_layer * self._p_mem
         # Weight bytes resident on this GPU, per operator group.
@@ -152,7 +153,7 @@ class Roofline:
         g, per, mem = self._g, self._p_gemm, self._p_mem
         attn_proj = self._gemm(g.attn_params, n, self._w_attn, per, mem)
         dense = attn_proj + self._gemm(g.dense_ffn_params, n, self._w_dense, per, mem)
-        if not g.is_moe:
+        if not self._moe:
             return dense, dense
         shared = self._gemm(g.shared_params, n, self._w_shared, per, mem)
         return dense, attn_proj + shared + self._routed(n, per, mem)
@@ -248,7 +249,7 @@ class Roofline:
         attn_proj = self._gemm(g.attn_params, b, self._w_attn, per, mem)
         dense = self._gemm(g.dense_ffn_params, b, self._w_dense, per, mem)
         moe = 0.0
-        if g.is_moe:
+        if self._moe:
             moe = self._gemm(g.shared_params, b, self._w_shared, per, mem)
             moe += self._routed(b, per, mem)
         head = self._gemm(g.head_params, b, self._w_head, per, mem)
@@ -261,7 +262,7 @@ class Roofline:
         The share (ep-1)/ep leaves the GPU (NVLink and RDMA alike); 0 for dense models.
         """
         g = self._g
-        if not g.is_moe or self.ep_gpus <= 1:
+        if not self._moe or self.ep_gpus <= 1:
             return 0.0
         return new_tokens * g.hidden * g.n_active * 3.0 * (self.ep_gpus - 1) / self.ep_gpus
 
@@ -278,7 +279,7 @@ class Roofline:
         """
         g = self._g
         nodes = self.ep_gpus // gpus_per_node
-        if not g.is_moe or nodes <= 1:
+        if not self._moe or nodes <= 1:
             return 0.0
         remote: float = (nodes - 1) * (1.0 - (1.0 - 1.0 / nodes) ** g.n_active)
         return new_tokens * g.hidden * 3.0 * remote
