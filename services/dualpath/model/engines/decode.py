@@ -72,6 +72,9 @@ class DecodeUnit:
         self._t_end = 0.0  # emulated time of the last step of the previous chunk
         # engine_id -> requests received, not yet in its batch (their KV still moving to HBM)
         self.waiting: dict[str, int] = {e.engine_id: 0 for e in engines}
+        # Made once: `self._full` as a value is a new bound method per read (a generic
+        # lookup, compiled too), and every chunk arms a timer with it.
+        self._full_cb: Callable[[], None] = self._full
 
     def running_batches(self) -> list[DecodeBatch]:
         """Each of the unit's DEs with its running batch, in engine order."""
@@ -139,7 +142,7 @@ class DecodeUnit:
             self._announce(self._on_progress, t0, step, k)
         self._t0, self._step_s, self._k, self._live = t0, step, k, live
         self._cut = False
-        self._timer = ctx.clock.call_at(t0 + k * step, self._full)
+        self._timer = ctx.clock.call_at(t0 + k * step, self._full_cb)
 
     def _full(self) -> None:
         self._ended(self._k)

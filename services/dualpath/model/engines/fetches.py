@@ -123,13 +123,15 @@ class GroupFetches:
         turn = self._pe_turn
         # Explicit loops, no generator per group: this runs at every arrival over every
         # PE of the cluster (384 at 48P96D).
-        loads = [0] * n
+        # One int per group sorts as the pair (load, turn distance) would, since that
+        # distance is below n: no lambda call and no tuple per group.
+        keys = [0] * n
         for g in range(n):
             total = 0
             for e in groups[g]:
                 total += e.tok
-            loads[g] = total
-        order = sorted(range(n), key=lambda g: (loads[g], (g - turn) % n))
+            keys[g] = total * n + (g - turn) % n
+        order = sorted(range(n), key=keys.__getitem__)
         self._pe_turn = (order[0] + 1) % n
         return order
 

@@ -147,13 +147,18 @@ def _high_fraction(high_limit: int, mtu_bytes: int) -> float:
     return high_bytes / (high_bytes + mtu_bytes)
 
 
-def equal_waterfill(budget: float, caps: Sequence[float]) -> list[float]:
+def equal_waterfill(budget: float, caps: list[float]) -> list[float]:
     """Processor sharing with demand caps: equal shares, unused share goes to the others."""
     n = len(caps)
     if n == 0:
         return []
     share = budget / n
-    if min(caps) >= share:  # the common case: nobody is limited elsewhere
+    low = caps[0]  # min(caps) by hand: the one-argument `min` is a generic call compiled
+    for k in range(1, n):
+        cap = caps[k]
+        if cap < low:  # noqa: PLR1730 - hot path: cheaper than a min() call
+            low = cap
+    if low >= share:  # the common case: nobody is limited elsewhere
         return [share] * n
     # `weighted_waterfill(budget, [1.0] * n, caps)` with the unit weights taken out: x / 1.0
     # and x * 1.0 are x, and n ones sum to float(n) exactly, so every float is the same.
@@ -242,7 +247,7 @@ def saturated_shares(arb: VlArbitration | None, backlogged: Iterable[int]) -> di
 
 
 def allocate(
-    capacity: float, arb: VlArbitration | None, vls: Sequence[int], caps: Sequence[float]
+    capacity: float, arb: VlArbitration | None, vls: Sequence[int], caps: list[float]
 ) -> list[float]:
     """Share of each flow on one link. `vls[i]`/`caps[i]`: flow i's VL and the most it can use.
 

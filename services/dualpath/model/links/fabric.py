@@ -56,6 +56,11 @@ class Fabric:
         self.active_flows = 0
         self.flows_completed = 0
         self.flows_cancelled = 0
+        # The two timer callbacks as bound methods made once: reading `self._on_timer` as a
+        # value builds a new bound method through a generic attribute lookup each time,
+        # in a compiled build as in Python, and the fabric arms a timer on every re-share.
+        self._on_timer_cb: Callable[[], None] = self._on_timer
+        self._on_flush_cb: Callable[[], None] = self._on_flush
 
     # --- topology ------------------------------------------------------------------------
 
@@ -259,7 +264,7 @@ class Fabric:
         self._pending = True
         self._pending_t = t
         if not self._advancing:  # a completion batch flushes after its callbacks itself
-            self._flush_timer = self._call_at(t, self._on_flush)
+            self._flush_timer = self._call_at(t, self._on_flush_cb)
 
     def _on_flush(self) -> None:
         self._flush_timer = None
@@ -346,10 +351,10 @@ class Fabric:
         self._timer_t = t
         core = self._alarm_core
         if core is not None and t > core.now():  # the core's alarm slot: no heap entry
-            core.set_alarm(t, self._on_timer)
+            core.set_alarm(t, self._on_timer_cb)
             self._alarm = True
         else:
-            self._timer = self._call_at(t, self._on_timer)
+            self._timer = self._call_at(t, self._on_timer_cb)
 
     def _disarm(self) -> None:
         if self._alarm:
@@ -399,12 +404,19 @@ class Fabric:
         if not touched:
             return
         sharer.touched = []
-        push_if_earlier = self._due.push_if_earlier
+        due = self._due
         for flow in touched:
             flow.in_touched = False
             if flow.state != ACTIVE:  # it left after its shares changed
                 continue
-            rate = min(flow.alloc)
+            # min(flow.alloc) by hand: the one-argument `min` is a generic call compiled
+            # (module lookup, argument parsing, an iterator), a loop over floats is not
+            alloc = flow.alloc
+            rate = alloc[0]
+            for i in range(1, len(alloc)):
+                share = alloc[i]
+                if share < rate:  # noqa: PLR1730 - hot path: cheaper than a min() call
+                    rate = share
             delta = rate - flow._rate
             if delta == 0.0:
                 continue
@@ -416,7 +428,7 @@ class Fabric:
                 link.total_rate += delta
             flow._rate = rate
             if rate > 0.0:  # a later finish keeps the old, earlier entry (lazy re-queue)
-                push_if_earlier(flow, t + flow.left / rate)
+                due.push_if_earlier(flow, t + flow.left / rate)
 
 
 def _report_callback_error(exc: Exception, flow: Flow) -> None:
