@@ -106,6 +106,18 @@ def test_range_digest_is_sum_of_block_checksums(i: int, j: int, session: int) ->
     assert reg.expected_digest(rng) == int(reg.expected_checksums(rng).sum(dtype=np.uint64))
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 80), st.integers(0, 80)), max_size=30))
+def test_repeated_digests_agree_with_fresh_chains(asks: list[tuple[int, int, int]]) -> None:
+    """A registry remembers the last chain and each chain its last digest: asked again,
+    in any interleaving of sessions and ranges, they answer what a fresh registry does."""
+    reg = ChainRegistry(salt=7)
+    for session, i, j in asks:
+        rng = BlockRange(session, min(i, j), max(i, j))
+        for _ in range(2):
+            assert reg.expected_digest(rng) == ChainRegistry(salt=7).expected_digest(rng)
+
+
 def test_targets_stripe_by_hash() -> None:
     reg = ChainRegistry()
     rng = BlockRange(1, 0, 4000)

@@ -55,7 +55,8 @@ class SessionChain:
     """
 
     __slots__ = (
-        "_hashes", "_key", "_n", "_prefix", "_prefix_view", "_salt", "base", "parent", "session",
+        "_hashes", "_key", "_last", "_n", "_prefix", "_prefix_view", "_salt", "base", "parent",
+        "session",
     )  # fmt: skip
 
     def __init__(
@@ -77,6 +78,10 @@ class SessionChain:
         # where numpy's `item` is a method call (a range's digest reads two, on every read and
         # persist). Refreshed whenever `_prefix` is replaced by a grown copy.
         self._prefix_view = self._prefix.data
+        # The last digest asked for, as (start, stop, digest): a range's producer and its
+        # consumer ask for the same one in turn (a persist and the store's check, a read
+        # and its verification), and a digest never changes once its blocks exist.
+        self._last = (-1, -1, 0)
 
     def __len__(self) -> int:
         """Blocks computed so far (not a limit: the chain extends on demand)."""
@@ -173,6 +178,14 @@ class SessionChain:
         return np.diff(self._prefix[start - self.base : stop - self.base + 1])
 
     def digest(self, start: int, stop: int) -> int:
+        last_start, last_stop, last = self._last
+        if start == last_start and stop == last_stop:
+            return last
+        value = self._digest(start, stop)
+        self._last = (start, stop, value)
+        return value
+
+    def _digest(self, start: int, stop: int) -> int:
         shared = 0
         if start < self.base:
             assert self.parent is not None
@@ -203,7 +216,7 @@ class ChainRegistry:
     process of a run declares the same ones, so digests agree everywhere.
     """
 
-    __slots__ = ("_chains", "_forks", "salt")
+    __slots__ = ("_chains", "_forks", "_last", "salt")
 
     def __init__(self, salt: int = 0) -> None:
         if not 0 <= salt < 1 << 128:
@@ -211,6 +224,7 @@ class ChainRegistry:
         self.salt = salt
         self._chains: dict[int, SessionChain] = {}
         self._forks: dict[int, Fork] = {}
+        self._last: SessionChain | None = None  # the chain asked for last (asked in runs)
 
     def declare(self, fork: Fork) -> None:
         """Record that `fork.session` shares its first `fork.at` blocks with `fork.parent`.
@@ -266,6 +280,9 @@ class ChainRegistry:
         return out
 
     def chain(self, session: int) -> SessionChain:
+        ch = self._last
+        if ch is not None and ch.session == session:
+            return ch
         ch = self._chains.get(session)
         if ch is None:
             f = self._forks.get(session)
@@ -274,6 +291,7 @@ class ChainRegistry:
             else:
                 ch = SessionChain(session, self.salt, self.chain(f.parent), f.at)
             self._chains[session] = ch
+        self._last = ch
         return ch
 
     def block_hash(self, session: int, index: int) -> int:
