@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from bisect import bisect_left
 
-from dualpath.model.entities.steps import INTER_TOKEN_LATENCY, EngineSteps
+from dualpath.model.entities.steps import INTER_TOKEN_LATENCY, ITERATION_TOKENS, EngineSteps
 
 
 def _one_by_one(
@@ -37,6 +37,7 @@ def test_a_chunk_in_one_call_equals_the_adds_one_by_one() -> None:
             bisect_left(INTER_TOKEN_LATENCY, gap),
             step,
             bisect_left(INTER_TOKEN_LATENCY, step),
+            bisect_left(ITERATION_TOKENS, n),
         )
     for a, b in (
         (slow.iteration_tokens, fast.iteration_tokens),
@@ -50,6 +51,6 @@ def test_a_chunk_in_one_call_equals_the_adds_one_by_one() -> None:
 
 def test_nothing_is_counted_for_a_one_step_chunk_of_fresh_requests() -> None:
     got = EngineSteps()
-    got.add_decode_chunk(4, 1, 0.02, 0, 1, 0.03, 2)
+    got.add_decode_chunk(4, 1, 0.02, 0, 1, 0.03, 2, 1)
     assert got.inter_token.n == 0 and got.inter_token.total == 0.0
     assert got.iteration_tokens.n == 1 and got.iteration_tokens.total == 4.0

@@ -17,8 +17,8 @@ class DeBatch:
     """One DE's running requests and the sums a decode step's roofline needs."""
 
     __slots__ = (
-        "a2a_pending", "att_sum", "ctx_sum", "eid", "engine", "fresh", "growing", "nbytes",
-        "reqs", "rx", "steps", "t", "tx",
+        "a2a_pending", "att_sum", "bucket", "bucket_n", "ctx_sum", "eid", "engine", "fresh",
+        "growing", "nbytes", "reqs", "rx", "steps", "t", "tx",
     )  # fmt: skip
 
     def __init__(self, engine: EngineState, tx: Link, rx: Link) -> None:
@@ -34,6 +34,9 @@ class DeBatch:
         self.t = 0.0  # the current chunk's step time on this DE, and its all-to-all bytes
         self.nbytes = 0.0
         self.steps: EngineSteps | None = None  # the metrics' figures, once it has any
+        # The batch size's `ITERATION_TOKENS` bucket, found again only when the size moves.
+        self.bucket_n = -1
+        self.bucket = 0
 
 
 class DecodeBatch(NamedTuple):

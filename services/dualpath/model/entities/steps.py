@@ -82,17 +82,18 @@ class EngineSteps:
 
     def add_decode_chunk(
         self, batch: int, steps: int, gap: float, gap_count: int, gap_bucket: int, step: float,
-        step_bucket: int,
+        step_bucket: int, batch_bucket: int,
     ) -> None:  # fmt: skip
         """One decode chunk of `steps` steps of `batch` requests in one call (the decode unit
         makes it per engine per chunk): the same additions, in the same order, as
         `iteration_tokens.add(batch, steps)`, `inter_token.add(gap, gap_count)` and
         `inter_token.add(step, batch * (steps - 1))`, so the float sums are the same to the
-        last bit. The inter-token buckets come from the caller (`INTER_TOKEN_LATENCY`), who
-        finds them once per chunk for all its engines."""
+        last bit. The buckets come from the caller: the inter-token ones
+        (`INTER_TOKEN_LATENCY`) found once per chunk for all its engines, the batch's
+        (`ITERATION_TOKENS`) once per batch size."""
         it = self.iteration_tokens
         if steps > 0:
-            it.counts[bisect_left(it.bounds, batch)] += steps
+            it.counts[batch_bucket] += steps
             it.total += batch * steps
             it.n += steps
         itl = self.inter_token
