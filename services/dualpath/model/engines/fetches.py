@@ -36,8 +36,8 @@ class GroupFetches:
         self,
         clock: Clock,
         engine: Engine,
-        pe_groups: Sequence[Sequence[EngineState]],
-        de_groups: int,
+        pe_groups: list[list[EngineState]],  # lists, not Sequences: `pe_order` loops over
+        de_groups: int,  # every PE per arrival, natively compiled over a list
         fetch: Callable[[str, int], None],
     ) -> None:
         self._clock = clock
