@@ -37,7 +37,6 @@ F64 = npt.NDArray[np.float64]
 
 STAGES = ("queue", "buffer_wait", "read", "prefill_wait", "transfer", "prefill")
 SUB_STAGES = ("queue_pe", "queue_de")  # the two halves of `queue`
-_SPLIT = ("prefill_wait", "transfer")  # need the prefill engine's forward times
 TTST_STAGES = ("handover", "h2d", "join_wait", "first_step")
 
 
