@@ -18,7 +18,7 @@ from dualpath.model.core.clock import Clock, TimerHandle
 from dualpath.model.core.virtual_core import VirtualCore
 from dualpath.model.links.arbitration import VlArbitration
 from dualpath.model.links.link import ACTIVE, CANCELLED, DONE, Flow, Link
-from dualpath.model.links.schedule import CompletionQueue, tolerance
+from dualpath.model.links.schedule import new_queue, tolerance
 from dualpath.model.links.sharing import Sharer
 
 INF: Final = math.inf
@@ -36,7 +36,7 @@ class Fabric:
         self._core: VirtualCore | None = clock if isinstance(clock, VirtualCore) else None
         self._bucket_s = bucket_s
         self.links: dict[str, Link] = {}
-        self._due = CompletionQueue()
+        self._due = new_queue()
         self._sharer = Sharer(max_cascade)
         self._t = clock.now()
         self._advancing = False

@@ -262,6 +262,8 @@ class Flow:
         "covers",
         "eps",
         "finished_at",
+        "heap_pos",
+        "heap_seq",
         "heap_t",
         "hops",
         "in_touched",
@@ -299,6 +301,8 @@ class Flow:
         # A flow within this many bytes of the end is done: avoids float-drift stragglers.
         self.eps = 1e-9 * nbytes
         self.heap_t = INF  # time of this flow's live completion-heap entry
+        self.heap_seq = 0  # and its push number (ties: first pushed, first out)
+        self.heap_pos = -1  # its index in an `IndexedQueue` (-1: not queued there)
         self.in_touched = False  # listed in the sharer's `touched` (its shares changed)
         n = len(hops)
         self.alloc = [0.0] * n  # share granted by each hop
