@@ -105,8 +105,10 @@ class Link:
         # Share-computation state, owned by sharing.Sharer: running aggregates of the members'
         # caps (INF caps kept apart), members whose cap changed, the last pass's regime.
         self.dirty = False
-        self.inf_members: dict[Flow, None] = {}
-        self.pending: dict[Flow, None] = {}
+        # Both map a flow to its hop index here, as `members` does: a pass over either
+        # needs it, and a second lookup in `members` would cost a hash per flow.
+        self.inf_members: dict[Flow, int] = {}
+        self.pending: dict[Flow, int] = {}
         self.fin_sum = 0.0
         self.cap_max = 0.0
         self.mode = 0

@@ -79,14 +79,13 @@ def single_pass(sh: Sharer, link: Link) -> None:
 def _free_pass(sh: Sharer, link: Link, level: float) -> None:
     """No capped flow is limited here: capped flows get their cap, uncapped ones share the
     rest equally. After a free pass only flows whose cap changed need revisiting."""
-    members = link.members
-    inf_members = link.inf_members
     touched = sh.touched
-    for flow in link.pending if link.mode == MODE_FREE else members:
-        if flow in inf_members:
-            continue
-        i = members[flow]
+    # (Every flow's hop index comes with it; a flow's cap here is INF exactly when it is
+    # in `inf_members`, so the INF test below reads the cap instead of hashing the flow.)
+    for flow, i in (link.pending if link.mode == MODE_FREE else link.members).items():
         cap = flow.cap[i]
+        if cap == INF:
+            continue
         alloc = flow.alloc
         if alloc[i] != cap:
             alloc[i] = cap
@@ -95,8 +94,7 @@ def _free_pass(sh: Sharer, link: Link, level: float) -> None:
                 touched.append(flow)
         if flow.offer[i] != INF:
             sh.publish(flow, i, INF)
-    for flow in inf_members:  # `_grant(flow, i, level, level)`, inlined
-        i = members[flow]
+    for flow, i in link.inf_members.items():  # `_grant(flow, i, level, level)`, inlined
         alloc = flow.alloc
         if alloc[i] != level:
             alloc[i] = level

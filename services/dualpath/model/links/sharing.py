@@ -106,8 +106,8 @@ class Sharer:
                     continue
                 self._make_live(link)
             else:
-                link.inf_members[flow] = None  # every offer starts INF, so every cap does too
-                link.pending[flow] = None
+                link.inf_members[flow] = i  # every offer starts INF, so every cap does too
+                link.pending[flow] = i
                 if self.covering and coverable(link):
                     self._make_inert(link)
         # Likely bottleneck first: its offer then reaches the roomier hops before they are
@@ -141,10 +141,10 @@ class Sharer:
         for flow, i in link.members.items():
             cap = flow.cap[i]
             if cap == INF:
-                inf_members[flow] = None
+                inf_members[flow] = i
             else:
                 finite.append(cap)
-            pending[flow] = None
+            pending[flow] = i
         link.fin_sum = fsum(finite)
         link.cap_max = max(finite, default=0.0)
         link.mode = MODE_FULL
@@ -178,26 +178,23 @@ class Sharer:
             elif p < 0 or link.rate < r:
                 p, r = k, link.rate
         vl = flow.vl
-        alloc = [r] * n
+        # A new flow's lists, filled in place: its offers and caps start INF (`Flow`).
+        alloc, cap = flow.alloc, flow.cap
         for k, link in enumerate(hops):
             link.members[flow] = k
             link.vl_count[vl] = 1
             link.vls = 1
             if k == p:
-                link.inf_members[flow] = None
+                alloc[k] = r
+                link.inf_members[flow] = k
                 link.fin_sum = link.cap_max = 0.0
-            elif link.inert:
-                alloc[k] = INF
             else:
-                link.fin_sum = link.cap_max = r
+                alloc[k] = INF if link.inert else r
+                cap[k] = r
+                if not link.inert:
+                    link.fin_sum = link.cap_max = r
             link.mode = MODE_FULL
-        flow.alloc = alloc
-        offer = [INF] * n
-        offer[p] = r
-        flow.offer = offer
-        cap = [r] * n
-        cap[p] = INF
-        flow.cap = cap
+        flow.offer[p] = r
         self.steps += n
         return r
 
@@ -305,12 +302,12 @@ class Sharer:
         else:
             link.fin_sum -= old
         if cap == INF:
-            link.inf_members[flow] = None
+            link.inf_members[flow] = j
         else:
             link.fin_sum += cap
             if cap > link.cap_max:  # noqa: PLR1730 - hot path: cheaper than a max() call
                 link.cap_max = cap
-        link.pending[flow] = None
+        link.pending[flow] = j
         if not link.dirty:
             link.dirty = True
             self._queue.append(link)
