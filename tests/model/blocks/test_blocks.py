@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 
 import numpy as np
@@ -92,6 +93,39 @@ def test_chain_grown_in_small_steps_reads_ahead_but_agrees(steps: list[int]) -> 
         rng = BlockRange(5, max(0, n - step - 3), n)
         assert grown_.expected_digest(rng) == whole.expected_digest(rng)
     assert np.array_equal(grown_.hashes(BlockRange(5, 0, n)), whole.hashes(BlockRange(5, 0, n)))
+
+
+def _by_definition(session: int, salt: int, n: int) -> tuple[list[int], list[int]]:
+    """h_i and c_i from the module docstring's definition, one blake2b per block."""
+    prev, hashes, sums = bytes(8), [], []
+    for i in range(n):
+        d = hashlib.blake2b(
+            prev + session.to_bytes(8, "little") + i.to_bytes(8, "little"),
+            digest_size=16,
+            person=b"dualpath/kv-blk",
+            salt=salt.to_bytes(16, "little"),
+        ).digest()
+        prev = d[:8]
+        hashes.append(int.from_bytes(d[:8], "little"))
+        sums.append(int.from_bytes(d[8:], "little"))
+    return hashes, sums
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 90), min_size=1, max_size=8), st.integers(0, 2**63))
+def test_chain_values_match_the_definition(steps: list[int], salt: int) -> None:
+    """Hashes, checksums and digests as defined, however the chain was grown (the running
+    sums wrap mod 2^64: random 64-bit checksums overflow within a few blocks)."""
+    reg, n = ChainRegistry(salt=salt), 0
+    for step in steps:
+        n += step
+        reg.chain(5).ensure(n)
+    hashes, sums = _by_definition(5, salt, n)
+    chain = reg.chain(5)
+    assert [int(h) for h in chain.hashes(0, n)] == hashes
+    assert [int(c) for c in chain.checksums(0, n)] == sums
+    for a, b in ((0, n), (n // 3, n), (1, max(1, n - 1))):
+        assert chain.digest(a, b) == sum(sums[a:b]) & MASK64
 
 
 @settings(max_examples=60, deadline=None)

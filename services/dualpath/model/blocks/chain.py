@@ -108,9 +108,12 @@ class SessionChain:
             self._prefix = prefix_arr
             self._prefix_view = prefix_arr.data
         done = self._n - self.base
-        hashes, prefix = self._compute(self._n, n)
-        self._hashes[done:own] = np.frombuffer(hashes, dtype="<u8")
-        self._prefix[done + 1 : own + 1] = np.frombuffer(prefix, dtype="<u8")
+        hashes, sums = self._compute(self._n, n)
+        self._hashes[done:own] = hashes
+        # Checksum prefix sums: uint64 arithmetic wraps mod 2^64, as the digests' does.
+        prefix = self._prefix
+        np.cumsum(sums, out=prefix[done + 1 : own + 1])
+        prefix[done + 1 : own + 1] += prefix[done]
         self._n = n
 
     def _prev_hash(self, start: int) -> bytes:
@@ -120,25 +123,22 @@ class SessionChain:
             return self.parent.block_hash(start - 1).to_bytes(8, "little")
         return bytes(8)
 
-    def _compute(self, start: int, stop: int) -> tuple[bytes, bytes]:
-        """Hashes and checksum prefix sums of own blocks [start, stop), little-endian packed."""
+    def _compute(self, start: int, stop: int) -> tuple[U64, U64]:
+        """h_i and c_i of own blocks [start, stop): the two halves of each block's digest."""
         prev = self._prev_hash(start)
-        running = int(self._prefix[start - self.base])
         key = self._key
         # One keyed-and-salted hasher, copied per block: parsing blake2b's keyword
         # arguments cost more than the hash itself (1.4 vs 0.6 us per block).
-        blank = hashlib.blake2b(digest_size=16, person=_PERSON, salt=self._salt)
-        hashes: list[bytes] = []
-        sums: list[bytes] = []
+        copy = hashlib.blake2b(digest_size=16, person=_PERSON, salt=self._salt).copy
+        digests: list[bytes] = []
         for i in range(start, stop):
-            h = blank.copy()
+            h = copy()
             h.update(prev + key + i.to_bytes(8, "little"))
             d = h.digest()
             prev = d[:8]
-            hashes.append(prev)
-            running = (running + int.from_bytes(d[8:], "little")) & MASK64
-            sums.append(running.to_bytes(8, "little"))
-        return b"".join(hashes), b"".join(sums)
+            digests.append(d)
+        pairs = np.frombuffer(b"".join(digests), dtype="<u8").reshape(-1, 2)
+        return pairs[:, 0], pairs[:, 1]
 
     def block_hash(self, index: int) -> int:
         if index < self.base:
