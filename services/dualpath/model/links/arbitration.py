@@ -186,14 +186,22 @@ def weighted_waterfill(
     """Max-min fair split of `budget` in proportion to `weights`, never above `caps`."""
     n = len(caps)
     out = [0.0] * n
-    order = sorted(range(n), key=lambda i: caps[i] / weights[i])
-    remaining = max(0.0, budget)
-    weight_left = float(sum(weights))
+    # (Loops and a list's `__getitem__` as the sort key rather than a lambda, `sum` and
+    # `max`: each of those is a generic call in a compiled build. Same floats: `sum` of
+    # floats adds them in order from 0.0, and `max(0.0, x)` is `x if x > 0.0 else 0.0`.)
+    ratios = [caps[i] / weights[i] for i in range(n)]
+    order = sorted(range(n), key=ratios.__getitem__)
+    remaining = budget if budget > 0.0 else 0.0
+    weight_left = 0.0
+    for w in weights:
+        weight_left += w
     for pos, i in enumerate(order):
         level = remaining / weight_left if weight_left > 0 else 0.0
-        if caps[i] <= level * weights[i]:
-            out[i] = caps[i]
-            remaining = max(0.0, remaining - caps[i])
+        cap = caps[i]
+        if cap <= level * weights[i]:
+            out[i] = cap
+            rest = remaining - cap
+            remaining = rest if rest > 0.0 else 0.0
             weight_left -= weights[i]
             continue
         for j in order[pos:]:
@@ -203,16 +211,30 @@ def weighted_waterfill(
 
 
 def _serve_table(
-    table: Mapping[int, int], budget: float, demand: Mapping[int, float], got: dict[int, float]
+    table: Mapping[int, int], budget: float, demand: dict[int, float], got: dict[int, float]
 ) -> None:
     """One arbitration-table pass: split `budget` by weight among VLs still wanting more."""
-    vls = [vl for vl in demand if vl in table and demand[vl] - got[vl] > 0]
+    vls: list[int] = []
+    caps: list[float] = []
+    weights: list[float] = []
+    for vl, want in demand.items():
+        if vl in table and want - got[vl] > 0:
+            vls.append(vl)
+            caps.append(want - got[vl])
+            weights.append(float(table[vl]))
     if not vls or budget <= 0:
         return
-    caps = [demand[vl] - got[vl] for vl in vls]
-    shares = weighted_waterfill(budget, [float(table[vl]) for vl in vls], caps)
-    for vl, share in zip(vls, shares, strict=True):
-        got[vl] += share
+    shares = weighted_waterfill(budget, weights, caps)
+    for k in range(len(vls)):
+        got[vls[k]] += shares[k]
+
+
+def _total(got: dict[int, float]) -> float:
+    """`sum(got.values())`: the same additions, in order from 0.0, without the generic call."""
+    total = 0.0
+    for v in got.values():
+        total += v
+    return total
 
 
 def vl_allocation(
@@ -224,14 +246,19 @@ def vl_allocation(
     table also has demand, the low table the rest; whatever one table leaves unused goes to the
     other. Within a table VLs share by weight (fluid WRR).
     """
-    got = {vl: 0.0 for vl in demand}
-    wants_high = any(vl in arb.high and d > 0 for vl, d in demand.items())
-    wants_low = any(vl in arb.low_effective and d > 0 for vl, d in demand.items())
+    wanted = dict(demand)
+    got = {vl: 0.0 for vl in wanted}
+    high, low = arb.high, arb.low_effective
+    wants_high = wants_low = False
+    for vl, d in wanted.items():
+        if d > 0:
+            wants_high = wants_high or vl in high
+            wants_low = wants_low or vl in low
     high_budget = capacity * arb.high_fraction if wants_low else capacity
-    _serve_table(arb.high, high_budget, demand, got)
-    _serve_table(arb.low_effective, capacity - sum(got.values()), demand, got)
+    _serve_table(high, high_budget, wanted, got)
+    _serve_table(low, capacity - _total(got), wanted, got)
     if wants_high:  # the low table may have left bandwidth unused: high takes it back
-        _serve_table(arb.high, capacity - sum(got.values()), demand, got)
+        _serve_table(high, capacity - _total(got), wanted, got)
     return got
 
 
@@ -260,11 +287,11 @@ def allocate(
         groups.setdefault(vl, []).append(i)
     if len(groups) == 1:  # a lone VL gets the whole link: the arbiter is work-conserving
         return equal_waterfill(capacity, caps)
-    demand = {vl: math.fsum(caps[i] for i in members) for vl, members in groups.items()}
+    demand = {vl: math.fsum([caps[i] for i in members]) for vl, members in groups.items()}
     per_vl = vl_allocation(arb, capacity, demand)
     out = [0.0] * len(caps)
     for vl, members in groups.items():
         shares = equal_waterfill(per_vl[vl], [caps[i] for i in members])
-        for i, share in zip(members, shares, strict=True):
-            out[i] = share
+        for k in range(len(members)):
+            out[members[k]] = shares[k]
     return out
