@@ -18,9 +18,10 @@ from collections.abc import Callable, Coroutine
 from heapq import heapify, heappop, heappush
 from typing import Any, Final
 
+from dualpath.model.core.clock import Clock, TimerHandle
 from dualpath.model.core.virtual_loop import SimulationDeadlockError
 
-__all__ = ["CoreTimer", "SimulationDeadlockError", "VirtualCore"]
+__all__ = ["CoreTimer", "SimulationDeadlockError", "Timing", "VirtualCore"]
 
 # Drop cancelled timers from the heap once they are this many and over half of it (the
 # fabric cancels and re-arms its timer often; most cancelled entries lie far ahead).
@@ -185,6 +186,32 @@ class VirtualCore:
                 live.append(entry)
         heapify(live)
         self._heap[:] = live
+
+
+class Timing:
+    """A `Clock`'s `now` and `call_at`, as native calls when the clock is the virtual core.
+
+    Through the `Clock` protocol each is a generic Python method call in a compiled build
+    (an attribute lookup, argument parsing); the engines and agents make a few dozen a turn.
+    Any other clock (the process runtime's) is called as before."""
+
+    __slots__ = ("_clock", "_core")
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._core: VirtualCore | None = clock if isinstance(clock, VirtualCore) else None
+
+    def now(self) -> float:
+        core = self._core
+        return core.now() if core is not None else self._clock.now()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        core = self._core
+        return (
+            core.call_at(when, callback)
+            if core is not None
+            else self._clock.call_at(when, callback)
+        )
 
 
 def _no_coroutines(what: str) -> RuntimeError:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from dualpath.model.blocks import BlockStore, ChainRegistry
 from dualpath.model.blocks.tier import TierSet
 from dualpath.model.config.sections import Engine, VirtualLanes
-from dualpath.model.core.clock import Clock
+from dualpath.model.core.clock import Clock, TimerHandle
+from dualpath.model.core.virtual_core import Timing
 from dualpath.model.engines.hardware import Hardware
 from dualpath.model.entities.metrics import Metrics
 from dualpath.model.entities.request import Request
@@ -53,6 +54,18 @@ class EngineContext:
     transport: Transport | None = None
     # The host-DRAM KV tier of every node (docs/tier.md); None: off (the default).
     tier: TierSet | None = None
+    timing: Timing = field(init=False)  # `clock`, called natively when it is the virtual core
+
+    def __post_init__(self) -> None:
+        self.timing = Timing(self.clock)
+
+    def now(self) -> float:
+        """`clock.now()`."""
+        return self.timing.now()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        """`clock.call_at(when, callback)`."""
+        return self.timing.call_at(when, callback)
 
     def a2a_bytes(self, tokens: int, n_layers: int) -> float:
         """Expert all-to-all bytes one GPU puts on its CNIC for `tokens` over `n_layers`.
@@ -67,9 +80,13 @@ class EngineContext:
     def move(self, nbytes: float, hops: list[Link], vl: int, on_done: Callable[[], None]) -> None:
         """Start a KV transfer; the Oracle baseline moves KV in zero time."""
         if self.policy.oracle or nbytes <= 0:
-            self.clock.call_at(self.clock.now(), on_done)
+            self.call_at(self.now(), on_done)
             return
-        (self.transport or self.hw.fabric).start(nbytes, hops, vl, on_done)
+        transport = self.transport
+        if transport is None:  # typed: a native call in a compiled build, not a generic one
+            self.hw.fabric.start(nbytes, hops, vl, on_done)
+        else:
+            transport.start(nbytes, hops, vl, on_done)
 
 
 class Transport(Protocol):

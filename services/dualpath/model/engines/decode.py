@@ -86,7 +86,7 @@ class DecodeUnit:
         de = req.de
         assert de is not None
         ctx = self.ctx
-        req.t_handed = ctx.clock.now()
+        req.t_handed = ctx.now()
         self.waiting[de.engine_id] += 1
         hops = ctx.hw.h2d_hops(de)
         ctx.move(req.prompt * ctx.kv_token, hops, ctx.vl.kv_vl, lambda: self._arrived(req))
@@ -94,7 +94,7 @@ class DecodeUnit:
     def _arrived(self, req: Request) -> None:
         de = req.de
         assert de is not None
-        req.t_in_hbm = self.ctx.clock.now()
+        req.t_in_hbm = self.ctx.now()
         self.ctx.hw.node_of(de).buffer.release(req.buffer_bytes)
         req.buffer_bytes = 0.0
         self.waiting[de.engine_id] -= 1
@@ -111,19 +111,19 @@ class DecodeUnit:
     def _wake_up(self) -> None:
         """Something joined: an idle unit starts a chunk at the next event of this instant;
         a running chunk is cut at its next step boundary (so no token is delayed)."""
-        clock = self.ctx.clock
+        timing = self.ctx.timing
         if not self._busy:
             self._busy = True
-            clock.call_at(clock.now(), self._next_chunk)
+            timing.call_at(timing.now(), self._next_chunk)
             return
         if self._timer is None or self._cut:
             return  # the next chunk is due now anyway, or this one is already cut
-        now, t0, step = clock.now(), self._t0, self._step_s
+        now, t0, step = timing.now(), self._t0, self._step_s
         self._timer.cancel()
         self._cut = True
         if now < t0 + self._k * step - 1e-12:
             steps = min(self._k, int((now - t0) / step) + 1)
-            self._timer = clock.call_at(t0 + steps * step, functools.partial(self._ended, steps))
+            self._timer = timing.call_at(t0 + steps * step, functools.partial(self._ended, steps))
         else:  # the join came at the chunk's last boundary: the chunk is over
             self._timer = None
             self._ended(self._k)
@@ -137,12 +137,12 @@ class DecodeUnit:
         k = min(ctx.engine.decode_chunk_steps, self._finish[0][0] - self.step)
         k = max(1, min(k, self._next_flush - self.step))
         step, live = self._step_time(k)
-        t0 = ctx.clock.now()
+        t0 = ctx.now()
         if self._on_progress is not None:
             self._announce(self._on_progress, t0, step, k)
         self._t0, self._step_s, self._k, self._live = t0, step, k, live
         self._cut = False
-        self._timer = ctx.clock.call_at(t0 + k * step, self._full_cb)
+        self._timer = ctx.call_at(t0 + k * step, self._full_cb)
 
     def _full(self) -> None:
         self._ended(self._k)
@@ -156,7 +156,7 @@ class DecodeUnit:
         self._next_chunk()
 
     def _admit(self) -> None:
-        now = self.ctx.clock.now()  # the chunk that takes them starts now
+        now = self.ctx.now()  # the chunk that takes them starts now
         for req in self._joining:
             req.t_joined = now
             assert req.de is not None

@@ -78,8 +78,8 @@ class PrefillUnit:
         self.ready[req.pe.engine_id].append(req)
         if not self._busy:  # idle: form a batch at the next event of this instant
             self._busy = True
-            clock = self.ctx.clock
-            clock.call_at(clock.now(), self._next_forward)
+            timing = self.ctx.timing
+            timing.call_at(timing.now(), self._next_forward)
 
     def _next_forward(self) -> None:
         batches = self._form_batches()
@@ -111,7 +111,7 @@ class PrefillUnit:
     # bound it.
     def _begin(self, batches: Batches) -> None:
         ctx = self.ctx
-        now = ctx.clock.now()
+        now = ctx.now()
         self._record_attention(batches)
         self.running = {eid: len(batch) for eid, batch in batches.items()}
         for batch in batches.values():
@@ -132,8 +132,8 @@ class PrefillUnit:
     def _loaded(self) -> None:
         """Layer group k's KV is in HBM: its compute ends at the pipeline's bound."""
         ctx = self.ctx
-        clock = ctx.clock
-        le = clock.now()
+        timing = ctx.timing
+        le = timing.now()
         k, cur_ls = self._group, self._ls
         nl = ctx.layer_groups[k]
         if k + 1 < len(ctx.layer_groups):  # the next group's loads stream meanwhile
@@ -147,7 +147,7 @@ class PrefillUnit:
             self._end = max(max(self._end + compute, cur_ls + d + compute), le + compute / nl)  # noqa: PLW3301
         else:  # Basic: the whole prompt's KV must be in HBM before the forward starts
             self._end = max(self._end, le) + compute
-        clock.call_at(self._end, self._computed_cb)
+        timing.call_at(self._end, self._computed_cb)
 
     def _computed(self) -> None:
         """Layer group k computed: its KV streams toward the DE buffer."""
@@ -165,7 +165,7 @@ class PrefillUnit:
         # whatever of the pipeline is not compute was spent waiting for KV loads
         stall = max(0.0, self._end - self._t_start - self._compute)
         ctx.metrics.forwards += 1
-        spent = ctx.clock.now() - self._t_start
+        spent = ctx.now() - self._t_start
         batches = self._batches
         for batch in batches.values():
             for item in batch:
@@ -264,7 +264,7 @@ class PrefillUnit:
 
     # --- end of a forward -----------------------------------------------------------------
     def _finish_forward(self, batches: Batches, outputs: Outputs) -> None:
-        now = self.ctx.clock.now()
+        now = self.ctx.now()
         whole = self.ctx.handover_per_forward
         self.running = {}
         completed: dict[tuple[str, str], list[Request]] = {}
@@ -301,4 +301,4 @@ class PrefillUnit:
             times.append(ctx.roofline.prefill_attention_time(shapes) if shapes else 0.0)
         avg = sum(times) / len(times)
         if avg > 0:
-            ctx.metrics.attention_balance.append((ctx.clock.now(), max(times) / avg))
+            ctx.metrics.attention_balance.append((ctx.now(), max(times) / avg))

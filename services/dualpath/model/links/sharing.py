@@ -217,7 +217,9 @@ class Sharer:
                 link.fin_sum, link.cap_max, link.mode = 0.0, 0.0, MODE_FULL
                 clear(link)
             elif not link.inert:  # (a left-out link stays out: its covers only shrank)
-                link.pending.pop(flow, None)
+                pending = link.pending
+                if flow in pending:  # (`pop(flow, None)` is a generic method call compiled)
+                    del pending[flow]
                 if flow in link.inf_members:
                     del link.inf_members[flow]
                 else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from dualpath.model.core.virtual_core import Timing
 from dualpath.model.engines.cluster import Cluster
 from dualpath.model.entities.request import Request
 from dualpath.model.workload.script import AgentScript
@@ -32,6 +33,7 @@ class Turns:
 
     def __init__(self, cluster: Cluster, on_turn: Then) -> None:
         self.cluster = cluster
+        self.timing = Timing(cluster.clock)  # the clock, natively on the virtual core
         self.next_rid = RequestIds()
         self._on_turn = on_turn  # after every turn (progress)
         self._waiting: dict[int, Then] = {}  # rid -> what to do when it ends
@@ -40,21 +42,22 @@ class Turns:
     def submit(self, script: AgentScript, i: int, then: Then) -> None:
         """Turn `i` of `script` as a request on its KV chain; `then()` when it ends."""
         turn = script.turns[i]
-        clock = self.cluster.clock
         req = Request(
             rid=self.next_rid(),
             session=turn.chain,
             turn=i,
             prompt=turn.prompt,
             gen=turn.gen,
-            arrival=clock.now(),
+            arrival=self.timing.now(),
         )
         self._waiting[req.rid] = then
         self.cluster.scheduler.submit(req)
 
     def _finished(self, req: Request) -> None:
-        then = self._waiting.pop(req.rid, None)
+        waiting = self._waiting
+        then = waiting.get(req.rid)  # (`pop(rid, None)` is a generic method call compiled)
         if then is not None:
+            del waiting[req.rid]
             self._on_turn()
             then()
 
@@ -105,8 +108,8 @@ class Agent:
             return
         think = turns[self._i].think_s if self._think is None else self._think
         if think > 0:
-            clock = self._turns.cluster.clock
-            clock.call_at(clock.now() + think, self._submit)
+            timing = self._turns.timing
+            timing.call_at(timing.now() + think, self._submit)
         else:
             self._submit()
 
@@ -124,11 +127,11 @@ class OpenLoopAgent:
         self._left = len(script.turns)
 
     def start(self) -> None:
-        clock = self._turns.cluster.clock
+        timing = self._turns.timing
         if not self._left:
             self._on_end()
         for i, turn in enumerate(self.script.turns):
-            clock.call_at(turn.at_s, functools.partial(self._submit, i))
+            timing.call_at(turn.at_s, functools.partial(self._submit, i))
 
     def _submit(self, i: int) -> None:
         self._turns.submit(self.script, i, self._ended)
