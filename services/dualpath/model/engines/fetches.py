@@ -27,11 +27,13 @@ from dualpath.model.core.clock import Clock, TimerHandle
 from dualpath.model.core.virtual_core import Timing
 from dualpath.model.entities.request import EngineState
 
-Key = tuple[str, int]  # ("pe" or "de", group index)
-
 
 class GroupFetches:
-    """Schedules every group's fetches on the clock; `fetch(side, group)` runs one."""
+    """Schedules every group's fetches on the clock; `fetch(side, group)` runs one.
+
+    Internally a group is a slot: PE group g is slot g, DE group g slot (PE groups) + g, so
+    a kick, which visits every PE group at every arrival (24 at 48P96D), indexes lists
+    instead of hashing a ("pe", g) tuple into sets and dicts per group."""
 
     def __init__(
         self,
@@ -51,10 +53,17 @@ class GroupFetches:
         self._pe_groups = pe_groups
         self._de_groups = de_groups
         self._fetch_group = fetch
-        self._pending: set[Key] = set()
-        self._last: dict[Key, float] = {}
-        self._polls: dict[Key, TimerHandle] = {}
-        self._calls: dict[Key, Callable[[], None]] = {}
+        n_pe = self._n_pe = len(pe_groups)
+        slots = n_pe + de_groups
+        self._pending = [False] * slots  # a fetch is scheduled
+        # When each slot last fetched: -interval before its first, so that the first kick
+        # fetches at once (max(now, -interval + interval) = now).
+        self._last = [-self._interval] * slots
+        self._polls: dict[int, TimerHandle] = {}
+        # One callback per slot, made once: a kick is per arrival and per group.
+        self._calls: list[Callable[[], None]] = [
+            functools.partial(self._fetch, k) for k in range(slots)
+        ]
         self._pe_turn = 0  # the PE group that wins the next tie (`pe_order`)
 
     def start(self) -> None:
@@ -62,17 +71,15 @@ class GroupFetches:
         an interval), so that no group is always the first to see an arrival."""
         if not self._periodic:
             return
-        n = len(self._pe_groups)
+        n = self._n_pe
         for g in range(n):
             if g == 0:
-                self._poll(("pe", g))
+                self._poll(g)
             else:
                 first = self._clock.now() + self._interval * g / n
-                self._polls[("pe", g)] = self._clock.call_at(
-                    first, functools.partial(self._poll, ("pe", g))
-                )
+                self._polls[g] = self._clock.call_at(first, functools.partial(self._poll, g))
         for g in range(self._de_groups):
-            self._poll(("de", g))
+            self._poll(n + g)
 
     def stop(self) -> None:
         """Stop the periodic polls (nothing else keeps running on its own)."""
@@ -84,21 +91,22 @@ class GroupFetches:
         """What these groups care about changed: each fetches once its interval is up."""
         if self._periodic:
             return  # the next poll will see the change
-        clock, interval = self._clock, self._interval
-        busy = self.pe_busy if side == "pe" else None
+        timing, interval = self._clock, self._interval
+        pe = side == "pe"
+        busy = self.pe_busy if pe else None
+        base = 0 if pe else self._n_pe
+        pending, last, calls = self._pending, self._last, self._calls
         for g in groups:
-            key = (side, g)
-            if key in self._pending:
+            k = base + g
+            if pending[k]:
                 continue
             if busy is not None and busy(g):
                 self._held.add(g)
                 continue
-            self._pending.add(key)
-            when = max(clock.now(), self._last.get(key, -interval) + interval)
-            call = self._calls.get(key)
-            if call is None:  # one per group, kept: a kick is per arrival and per group
-                call = self._calls[key] = functools.partial(self._fetch, key)
-            clock.call_at(when, call)
+            pending[k] = True
+            now = timing.now()
+            due = last[k] + interval
+            timing.call_at(due if due > now else now, calls[k])  # max(now, due)
 
     def forward_ended(self, g: int) -> None:
         """A forward of PE group g ended, and its next one is not formed yet: a kick held
@@ -106,8 +114,7 @@ class GroupFetches:
         iterations (the group still counts as busy here: no busy check)."""
         if g in self._held:
             self._held.discard(g)
-            key = ("pe", g)
-            self._last[key] = self._clock.now()
+            self._last[g] = self._clock.now()
             self._fetch_group("pe", g)
 
     def pe_order(self) -> list[int] | range:
@@ -136,17 +143,20 @@ class GroupFetches:
         self._pe_turn = (order[0] + 1) % n
         return order
 
-    def _poll(self, key: Key) -> None:
-        self._fetch(key)
+    def _poll(self, k: int) -> None:
+        self._fetch(k)
         when = self._clock.now() + self._interval
-        self._polls[key] = self._clock.call_at(when, functools.partial(self._poll, key))
+        self._polls[k] = self._clock.call_at(when, functools.partial(self._poll, k))
 
-    def _fetch(self, key: Key) -> None:
-        self._pending.discard(key)
-        side, g = key
+    def _fetch(self, k: int) -> None:
+        self._pending[k] = False
+        n_pe = self._n_pe
         busy = self.pe_busy
-        if busy is not None and side == "pe" and busy(g):  # per-forward: a forward began
-            self._held.add(g)  # since the kick; the group fetches when it ends
+        if busy is not None and k < n_pe and busy(k):  # per-forward: a forward began
+            self._held.add(k)  # since the kick; the group fetches when it ends
             return
-        self._last[key] = self._clock.now()
-        self._fetch_group(*key)
+        self._last[k] = self._clock.now()
+        if k < n_pe:
+            self._fetch_group("pe", k)
+        else:
+            self._fetch_group("de", k - n_pe)
