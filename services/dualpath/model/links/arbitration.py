@@ -163,7 +163,10 @@ def equal_waterfill(budget: float, caps: list[float]) -> list[float]:
     # `weighted_waterfill(budget, [1.0] * n, caps)` with the unit weights taken out: x / 1.0
     # and x * 1.0 are x, and n ones sum to float(n) exactly, so every float is the same.
     out = [0.0] * n
-    order = sorted(range(n), key=caps.__getitem__)
+    if n == 2:  # the stable sort of two, without the call and its key list
+        order = [1, 0] if caps[1] < caps[0] else [0, 1]
+    else:
+        order = sorted(range(n), key=caps.__getitem__)
     remaining = budget if budget > 0.0 else 0.0
     left = float(n)
     for pos, i in enumerate(order):
