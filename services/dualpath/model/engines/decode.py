@@ -16,7 +16,6 @@ their emulated step times. That is O(requests) per chunk, so only such runtimes 
 
 from __future__ import annotations
 
-import functools
 import heapq
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -122,8 +121,10 @@ class DecodeUnit:
         self._timer.cancel()
         self._cut = True
         if now < t0 + self._k * step - 1e-12:
-            steps = min(self._k, int((now - t0) / step) + 1)
-            self._timer = timing.call_at(t0 + steps * step, functools.partial(self._ended, steps))
+            # The chunk now ends after `steps` steps: `_full` accounts `_k` of them (no
+            # partial per cut: a generic callable, and a join cuts about one chunk a turn).
+            self._k = steps = min(self._k, int((now - t0) / step) + 1)
+            self._timer = timing.call_at(t0 + steps * step, self._full_cb)
         else:  # the join came at the chunk's last boundary: the chunk is over
             self._timer = None
             self._ended(self._k)
@@ -268,7 +269,7 @@ class DecodeUnit:
             self._next_flush = self.step + self.ctx.engine.decode_chunk_steps
             for b in self._batches.values():
                 if b.reqs:
-                    self._persist(list(b.reqs.values()), b.engine)
+                    self._persist_running(b)
                 if b.a2a_pending > 0:
                     self._flush_a2a(b)
 
@@ -318,6 +319,21 @@ class DecodeUnit:
                 self._filled(r, full, de, ranges)
         if ranges:
             self._ship_ranges(ranges, de)
+
+    def _persist_running(self, b: DeBatch) -> None:
+        """`_persist` of a batch's running requests, each known to be in the batch: its
+        tokens follow the step counter (`_generated` without its two lookups a request,
+        at every flush of every DE)."""
+        bt = self.ctx.engine.block_tokens
+        step = self.step
+        ranges: list[BlockRange] = []
+        for r in b.reqs.values():
+            made = 1 + step - r.join_step
+            full = (r.prompt + (made if made < r.gen else r.gen) - 1) // bt  # min(gen, made)
+            if full > r.persisted_blocks:
+                self._filled(r, full, b.engine, ranges)
+        if ranges:
+            self._ship_ranges(ranges, b.engine)
 
     def _filled(self, r: Request, full: int, de: EngineState, ranges: list[BlockRange]) -> None:
         ranges.append(BlockRange(r.session, r.persisted_blocks, full))
