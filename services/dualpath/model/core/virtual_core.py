@@ -16,12 +16,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Coroutine
 from heapq import heapify, heappop, heappush
-from typing import Any, Final
+from types import FunctionType
+from typing import Any, Final, cast
 
 from dualpath.model.core.clock import Clock, TimerHandle
 from dualpath.model.core.virtual_loop import SimulationDeadlockError
 
-__all__ = ["CoreTimer", "SimulationDeadlockError", "Timing", "VirtualCore"]
+__all__ = ["CoreTimer", "SimulationDeadlockError", "Timing", "VirtualCore", "native", "timing_of"]
 
 # Drop cancelled timers from the heap once they are this many and over half of it (the
 # fabric cancels and re-arms its timer often; most cancelled entries lie far ahead).
@@ -212,6 +213,18 @@ class Timing:
             if core is not None
             else self._clock.call_at(when, callback)
         )
+
+
+def native() -> bool:
+    """True when the model runs as machine code (mypyc): a compiled function is a builtin."""
+    return not isinstance(native, FunctionType)
+
+
+def timing_of(clock: Clock) -> Timing:
+    """What the engines call `now` and `call_at` on. Compiled, a `Timing` (native calls on
+    the virtual core); in pure Python the clock itself, which has both methods: there the
+    wrapper would only add a Python call to each."""
+    return Timing(clock) if native() else cast(Timing, clock)
 
 
 def _no_coroutines(what: str) -> RuntimeError:

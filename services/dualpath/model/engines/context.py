@@ -9,8 +9,8 @@ from typing import Protocol
 from dualpath.model.blocks import BlockStore, ChainRegistry
 from dualpath.model.blocks.tier import TierSet
 from dualpath.model.config.sections import Engine, VirtualLanes
-from dualpath.model.core.clock import Clock, TimerHandle
-from dualpath.model.core.virtual_core import Timing
+from dualpath.model.core.clock import Clock
+from dualpath.model.core.virtual_core import Timing, timing_of
 from dualpath.model.engines.hardware import Hardware
 from dualpath.model.entities.metrics import Metrics
 from dualpath.model.entities.request import Request
@@ -54,18 +54,11 @@ class EngineContext:
     transport: Transport | None = None
     # The host-DRAM KV tier of every node (docs/tier.md); None: off (the default).
     tier: TierSet | None = None
-    timing: Timing = field(init=False)  # `clock`, called natively when it is the virtual core
+    # `clock`'s now and call_at, native calls on the virtual core when compiled (timing_of)
+    timing: Timing = field(init=False)
 
     def __post_init__(self) -> None:
-        self.timing = Timing(self.clock)
-
-    def now(self) -> float:
-        """`clock.now()`."""
-        return self.timing.now()
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
-        """`clock.call_at(when, callback)`."""
-        return self.timing.call_at(when, callback)
+        self.timing = timing_of(self.clock)
 
     def a2a_bytes(self, tokens: int, n_layers: int) -> float:
         """Expert all-to-all bytes one GPU puts on its CNIC for `tokens` over `n_layers`.
@@ -80,7 +73,8 @@ class EngineContext:
     def move(self, nbytes: float, hops: list[Link], vl: int, on_done: Callable[[], None]) -> None:
         """Start a KV transfer; the Oracle baseline moves KV in zero time."""
         if self.policy.oracle or nbytes <= 0:
-            self.call_at(self.now(), on_done)
+            timing = self.timing
+            timing.call_at(timing.now(), on_done)
             return
         transport = self.transport
         if transport is None:  # typed: a native call in a compiled build, not a generic one

@@ -85,7 +85,7 @@ class DecodeUnit:
         de = req.de
         assert de is not None
         ctx = self.ctx
-        req.t_handed = ctx.now()
+        req.t_handed = ctx.timing.now()
         self.waiting[de.engine_id] += 1
         hops = ctx.hw.h2d_hops(de)
         ctx.move(req.prompt * ctx.kv_token, hops, ctx.vl.kv_vl, lambda: self._arrived(req))
@@ -93,7 +93,7 @@ class DecodeUnit:
     def _arrived(self, req: Request) -> None:
         de = req.de
         assert de is not None
-        req.t_in_hbm = self.ctx.now()
+        req.t_in_hbm = self.ctx.timing.now()
         self.ctx.hw.node_of(de).buffer.release(req.buffer_bytes)
         req.buffer_bytes = 0.0
         self.waiting[de.engine_id] -= 1
@@ -138,12 +138,12 @@ class DecodeUnit:
         k = min(ctx.engine.decode_chunk_steps, self._finish[0][0] - self.step)
         k = max(1, min(k, self._next_flush - self.step))
         step, live = self._step_time(k)
-        t0 = ctx.now()
+        t0 = ctx.timing.now()
         if self._on_progress is not None:
             self._announce(self._on_progress, t0, step, k)
         self._t0, self._step_s, self._k, self._live = t0, step, k, live
         self._cut = False
-        self._timer = ctx.call_at(t0 + k * step, self._full_cb)
+        self._timer = ctx.timing.call_at(t0 + k * step, self._full_cb)
 
     def _full(self) -> None:
         self._ended(self._k)
@@ -157,7 +157,7 @@ class DecodeUnit:
         self._next_chunk()
 
     def _admit(self) -> None:
-        now = self.ctx.now()  # the chunk that takes them starts now
+        now = self.ctx.timing.now()  # the chunk that takes them starts now
         for req in self._joining:
             req.t_joined = now
             assert req.de is not None

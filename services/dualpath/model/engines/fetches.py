@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 from dualpath.model.config.sections import Engine
 from dualpath.model.core.clock import Clock, TimerHandle
-from dualpath.model.core.virtual_core import Timing
+from dualpath.model.core.virtual_core import timing_of
 from dualpath.model.entities.request import EngineState
 
 
@@ -43,7 +43,7 @@ class GroupFetches:
         de_groups: int,  # every PE per arrival, natively compiled over a list
         fetch: Callable[[str, int], None],
     ) -> None:
-        self._clock = Timing(clock)  # now/call_at natively on the virtual core
+        self._clock = timing_of(clock)  # now/call_at natively on the virtual core, compiled
         self._periodic = engine.fetch_mode == "periodic"
         # PE group g is in the middle of a forward: set by the scheduler in "per-forward"
         # mode only (None: groups fetch whatever their engines are doing).

@@ -62,7 +62,7 @@ class KvRead:
 
     def _buffered(self) -> None:
         req, ctx = self.req, self.sched.ctx
-        req.t_read_start = ctx.now()
+        req.t_read_start = ctx.timing.now()
         if ctx.tier is not None:
             read_tiered(ctx, req, self.node, self.hit_blocks, self.sched.storage_target, self._read)
         elif self.nbytes > 0:
@@ -76,7 +76,7 @@ class KvRead:
     def _read(self) -> None:
         req, ctx = self.req, self.sched.ctx
         self.node.read_q -= self.queued
-        req.t_read_done = ctx.now()
+        req.t_read_done = ctx.timing.now()
         self.sched.verify_read(req, self.hit_blocks, self.nbytes)
         after_read(ctx, req, self.node, self.hit_blocks)
         if self.de_later:  # counted in the TTFT breakdown's prefill_wait

@@ -111,7 +111,7 @@ class PrefillUnit:
     # bound it.
     def _begin(self, batches: Batches) -> None:
         ctx = self.ctx
-        now = ctx.now()
+        now = ctx.timing.now()
         self._record_attention(batches)
         self.running = {eid: len(batch) for eid, batch in batches.items()}
         for batch in batches.values():
@@ -165,7 +165,7 @@ class PrefillUnit:
         # whatever of the pipeline is not compute was spent waiting for KV loads
         stall = max(0.0, self._end - self._t_start - self._compute)
         ctx.metrics.forwards += 1
-        spent = ctx.now() - self._t_start
+        spent = ctx.timing.now() - self._t_start
         batches = self._batches
         for batch in batches.values():
             for item in batch:
@@ -264,7 +264,7 @@ class PrefillUnit:
 
     # --- end of a forward -----------------------------------------------------------------
     def _finish_forward(self, batches: Batches, outputs: Outputs) -> None:
-        now = self.ctx.now()
+        now = self.ctx.timing.now()
         whole = self.ctx.handover_per_forward
         self.running = {}
         completed: dict[tuple[str, str], list[Request]] = {}
@@ -301,4 +301,4 @@ class PrefillUnit:
             times.append(ctx.roofline.prefill_attention_time(shapes) if shapes else 0.0)
         avg = sum(times) / len(times)
         if avg > 0:
-            ctx.metrics.attention_balance.append((ctx.now(), max(times) / avg))
+            ctx.metrics.attention_balance.append((ctx.timing.now(), max(times) / avg))

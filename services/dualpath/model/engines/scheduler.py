@@ -179,7 +179,7 @@ class GlobalScheduler:
         engines = self.live_engines(self.pe_groups[g])
         if not self.pe_queue or not engines:
             return
-        now = self.ctx.now()
+        now = self.ctx.timing.now()
         assigned = self.ctx.policy.assign_prefill(self.pe_queue, engines)
         for req, pe in assigned:
             req.pe, req.t_pe = pe, now
@@ -198,7 +198,7 @@ class GlobalScheduler:
         return live, groups, [self.de_private[i] for i in live]
 
     def _fetch_decode(self, g: int) -> None:
-        now = self.ctx.now()
+        now = self.ctx.timing.now()
         # groups with no live engine take nothing (their queued requests were sent back)
         live, groups, private = self._live_groups() if self.de_queue else ((), [], [])
         if live:

@@ -46,7 +46,7 @@ def read_split(
         node.read_q += tokens
 
     def start() -> None:
-        req.t_read_start = ctx.now()
+        req.t_read_start = ctx.timing.now()
         join = Join()
         for node, tokens, first, end in parts:
             hops = ctx.hw.storage_read_hops(node, target(req, end))
@@ -55,7 +55,7 @@ def read_split(
         join.then(done)
 
     def done() -> None:
-        req.t_read_done = ctx.now()
+        req.t_read_done = ctx.timing.now()
         then()
 
     pe_buffer = ctx.hw.node_of(pe).buffer

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 from heapq import heapify, heappop, heappush
-from types import FunctionType
 from typing import Final
 
+from dualpath.model.core.virtual_core import native
 from dualpath.model.links.link import ACTIVE, Flow
 
 INF: Final = math.inf
@@ -87,14 +87,9 @@ class CompletionQueue:
             heapify(self._heap)
 
 
-def _compiled() -> bool:
-    """True when this module runs as machine code (mypyc): its functions are then builtins."""
-    return not isinstance(_compiled, FunctionType)
-
-
 def new_queue() -> CompletionQueue:
     """The queue that is fastest for how this module runs (both pop the same order)."""
-    return IndexedQueue() if _compiled() else CompletionQueue()
+    return IndexedQueue() if native() else CompletionQueue()
 
 
 def _before(a: Flow, b: Flow) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from dualpath.model.core.virtual_core import Timing
+from dualpath.model.core.virtual_core import timing_of
 from dualpath.model.engines.cluster import Cluster
 from dualpath.model.entities.request import Request
 from dualpath.model.workload.script import AgentScript
@@ -33,7 +33,7 @@ class Turns:
 
     def __init__(self, cluster: Cluster, on_turn: Then) -> None:
         self.cluster = cluster
-        self.timing = Timing(cluster.clock)  # the clock, natively on the virtual core
+        self.timing = timing_of(cluster.clock)  # natively on the virtual core, compiled
         self.next_rid = RequestIds()
         self._on_turn = on_turn  # after every turn (progress)
         self._waiting: dict[int, Then] = {}  # rid -> what to do when it ends
