@@ -11,7 +11,13 @@ from collections.abc import Callable
 
 import pytest
 
-from dualpath.model.core.virtual_core import SimulationDeadlockError, VirtualCore
+from dualpath.model.core.virtual_core import (
+    CoreTimer,
+    SimulationDeadlockError,
+    Timing,
+    VirtualCore,
+    timing_of,
+)
 
 
 def test_events_run_by_time_and_ties_in_the_order_scheduled() -> None:
@@ -164,3 +170,30 @@ def test_coroutines_are_refused_with_a_clear_error() -> None:
         core.create_future()
     with pytest.raises(RuntimeError, match="call_at"):
         asyncio.run(core.sleep(1.0))
+
+
+def test_timing_calls_the_core_or_any_other_clock() -> None:
+    """`Timing` (what compiled engines call) gives the clock's own now and call_at, on the
+    virtual core and on a clock it does not know; in pure Python `timing_of` is the clock."""
+    core = VirtualCore()
+    assert timing_of(core) is core  # pure Python: no wrapper
+    fired: list[float] = []
+    for timing in (Timing(core), Timing(_Delegating(core))):
+        timing.call_at(2.5, lambda: fired.append(core.now()))
+        assert timing.now() == core.now()
+    core.call_at(3.0, core.stop)
+    core.run()
+    assert fired == [2.5, 2.5]
+
+
+class _Delegating:
+    """A clock that is not the core (as the process runtime's are): Timing must call it."""
+
+    def __init__(self, core: VirtualCore) -> None:
+        self.core = core
+
+    def now(self) -> float:
+        return self.core.now()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> CoreTimer:
+        return self.core.call_at(when, callback)
