@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dualpath.model.entities.metrics import RequestRecord
+import random
+
+from dualpath.model.entities.metrics import RequestLog, RequestRecord
 from dualpath.report.timeline import timeline
 
 
@@ -33,3 +35,28 @@ def test_windows_start_at_the_first_arrival() -> None:
 def test_no_turn_finished_gives_empty_series() -> None:
     tl = timeline([])
     assert tl["windows"] == 0 and tl["prompt_tps"] == [] and tl["running_agents"] == []
+
+
+def test_live_sessions_match_a_per_session_count_from_a_log_or_a_list() -> None:
+    """Sessions interleaved, turns out of order: each is alive from the window of its first
+    arrival to the window of its last token, whichever form the records come in."""
+    rng = random.Random(7)
+    reqs = []
+    for _ in range(300):
+        arrival = rng.uniform(0.0, 500.0)
+        first = arrival + rng.uniform(0.0, 20.0)
+        reqs.append(_rec(rng.randrange(23), arrival, first, first + rng.uniform(0.0, 60.0), 10))
+    rng.shuffle(reqs)
+    tl = timeline(reqs, window_s=10.0)
+    assert timeline(RequestLog(reqs), window_s=10.0) == tl
+    origin, n = min(r.arrival for r in reqs), int(tl["windows"])
+
+    def window(t: float) -> int:
+        return min(max(int((t - origin) // 10.0), 0), n - 1)
+
+    alive = [0] * n
+    for s in {r.session for r in reqs}:
+        own = [r for r in reqs if r.session == s]
+        for w in range(window(min(r.arrival for r in own)), window(max(r.t_last for r in own)) + 1):
+            alive[w] += 1
+    assert tl["running_agents"] == alive
