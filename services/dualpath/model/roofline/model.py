@@ -181,7 +181,9 @@ class Roofline:
         a2a_bytes_per_layer() on the CNIC and takes the max.
         """
         nl = self.layers if n_layers is None else n_layers
-        n = sum(new for _, new in batch)
+        n = 0
+        for _, new in batch:  # a loop, not sum() of a generator: a generic call compiled
+            n += new
         if nl <= 0 or n <= 0:
             return 0.0
         attn = self._prefill_attention_layer(batch)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
 # One Fork type for the whole code base: the block store declares exactly these.
 from dualpath.model.blocks.chain import Fork
@@ -52,7 +53,9 @@ class ScriptTurn:
     def __post_init__(self) -> None:
         if self.prompt < 1 or self.gen < 1 or self.append < 1:
             raise ValueError(f"ScriptTurn needs prompt, gen and append >= 1: {self._short()}")
-        if not (_time_ok(self.think_s) and _time_ok(self.at_s)) or self.chain < 0:
+        # chained comparisons, not _time_ok: this runs once per request of a workload
+        # (5.2 M at paper scale), and NaN fails them as it fails isfinite
+        if not (0.0 <= self.think_s < _INF and 0.0 <= self.at_s < _INF) or self.chain < 0:
             raise ValueError(
                 f"ScriptTurn needs finite think_s, at_s >= 0 and chain >= 0: {self._short()}"
             )
@@ -163,6 +166,9 @@ def mean_shape(scripts: Sequence[AgentScript]) -> tuple[int, int]:
             app_sum += append
             n += 1
     return (ctx_sum // max(1, n), app_sum // max(1, n))
+
+
+_INF: Final = math.inf
 
 
 def _time_ok(x: float) -> bool:
