@@ -20,7 +20,7 @@ loads into PE HBM, the PE -> DE hand-over and the DE's H2D copy.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,30 +164,23 @@ def _last_agent(
     summed decode (first -> last token), the rest (think times, hand-overs between turns),
     and its decode over its idle-cluster decode floor (the batch's slowdown of each step)."""
     owner = _Owners(workload)
-    # Two passes over the records, keeping only the last agent's: holding every agent's
-    # records (and a key per turn) took more memory than the run itself at 48P96D.
-    last: dict[str, float] = {}
-    for session, turn, _, _, t_last in _times(records):
-        script = owner.of(session, turn)
-        if script is not None:
-            t = last.get(script.key)
-            if t is None or t_last > t:
-                last[script.key] = t_last
-    if not last:
+    # By column: only the rows at the latest last token, then the chosen agent's own rows,
+    # are matched to their scripts (a script lookup per row was 1 % of a compiled run).
+    session, turn, arrival, t_first, t_last = _columns(records)
+    script = _ended_last(owner, session, turn, t_last)
+    if script is None:
         return None
-    key = max(last, key=last.__getitem__)
     rows = [
-        row
-        for row in _times(records)
-        if (s := owner.of(row[0], row[1])) is not None and s.key == key
+        (float(arrival[i]), float(t_first[i]), float(t_last[i]))
+        for i in _on_chains(script, session)
+        if owner.of(int(session[i]), int(turn[i])) is script
     ]
-    start = next(s.start_s for s in workload.scripts if s.key == key)
-    ran = max(t_last for *_, t_last in rows) - start
-    ttft = sum(t_first - arrival for _, _, arrival, t_first, _ in rows)
-    decode = sum(t_last - t_first for _, _, _, t_first, t_last in rows)
-    floor = next(f for f in floors if f.key == key)
+    ran = max(last for *_, last in rows) - script.start_s
+    ttft = sum(first - arrived for arrived, first, _ in rows)  # in row order, as before
+    decode = sum(last - first for _, first, last in rows)
+    floor = next(f for f in floors if f.key == script.key)
     return {
-        "agent": key,
+        "agent": script.key,
         "turns": len(rows),
         "run_s": ran,
         "ttft_s": ttft,
@@ -196,6 +189,42 @@ def _last_agent(
         "floor_s": floor.total_s,
         "decode_over_floor": decode / floor.decode_s if floor.decode_s > 0 else None,
     }
+
+
+def _ended_last(
+    owner: _Owners, session: np.ndarray, turn: np.ndarray, t_last: np.ndarray
+) -> AgentScript | None:
+    """The script with the latest last token among rows that have a script; on a tie, the
+    one whose first such row comes first (what a dict of each script's latest token, filled
+    in row order, and max() over it pick)."""
+    alive = np.ones(len(t_last), dtype=bool)
+    while alive.any():
+        top = np.flatnonzero(alive & (t_last == t_last[alive].max())).tolist()
+        scripts: list[AgentScript] = []
+        for i in top:
+            s = owner.of(int(session[i]), int(turn[i]))
+            if s is not None and all(s is not x for x in scripts):
+                scripts.append(s)
+        if len(scripts) == 1:
+            return scripts[0]
+        if scripts:
+            return min(scripts, key=lambda s: _first_row(owner, s, session, turn))
+        alive[top] = False  # rows no script has: the next latest token
+    return None
+
+
+def _on_chains(script: AgentScript, session: np.ndarray) -> list[int]:
+    """The rows on any of the script's chains, in order (the script's own are among them)."""
+    chains = np.asarray(sorted({t.chain for t in script.turns}), dtype=np.int64)
+    rows: list[int] = np.flatnonzero(np.isin(session, chains)).tolist()
+    return rows
+
+
+def _first_row(owner: _Owners, script: AgentScript, session: np.ndarray, turn: np.ndarray) -> int:
+    for i in _on_chains(script, session):
+        if owner.of(int(session[i]), int(turn[i])) is script:
+            return int(i)
+    return len(session)
 
 
 class _Owners:
@@ -230,18 +259,23 @@ class _Owners:
         return None
 
 
-_Times = tuple[int, int, float, float, float]  # session, turn, arrival, t_first, t_last
+def _columns(
+    records: Collection[RequestRecord],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """session, turn, arrival, t_first and t_last of every row: a `RequestLog`'s columns (no
+    record a row), or any other records'."""
+    ints = (np.asarray(_column(records, n), dtype=np.int64) for n in ("session", "turn"))
+    names = ("arrival", "t_first", "t_last")
+    floats = (np.asarray(_column(records, n), dtype=np.float64) for n in names)
+    session, turn = ints
+    arrival, t_first, t_last = floats
+    return session, turn, arrival, t_first, t_last
 
 
-def _times(records: Collection[RequestRecord]) -> Iterator[_Times]:
-    """The fields the last agent's figures need, row by row: a `RequestLog`'s columns
-    (no record a row), or any other records'."""
+def _column(records: Collection[RequestRecord], name: str) -> Sequence[float] | Sequence[int]:
     if isinstance(records, RequestLog):
-        names = ("session", "turn", "arrival", "t_first", "t_last")
-        yield from zip(*(records.column(n) for n in names), strict=True)
-        return
-    for r in records:
-        yield r.session, r.turn, r.arrival, r.t_first, r.t_last
+        return records.column(name)
+    return [getattr(r, name) for r in records]
 
 
 _FEW = 4  # scripts on one chain searched in turn; more get an index

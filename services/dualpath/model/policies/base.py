@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from dualpath.compiled import mypyc_attr
 from dualpath.model.blocks.tier import TierSet
@@ -47,10 +47,27 @@ class Limits:
     max_running_decode: int = 0
 
 
-@dataclass(frozen=True, slots=True)
 class BatchItem:
-    request: Request
-    new_tokens: int  # prompt tokens computed in this forward (< miss when chunked)
+    """One request's part of a prefill forward. A plain class, not a frozen dataclass: its
+    __init__ then compiles with the engines (a dataclass's runs interpreted, once a turn)."""
+
+    __slots__ = ("new_tokens", "request")
+
+    def __init__(self, request: Request, new_tokens: int) -> None:
+        self.request: Final = request
+        # prompt tokens computed in this forward (< the miss when chunked)
+        self.new_tokens: Final = new_tokens
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BatchItem):
+            return NotImplemented
+        return self.request == other.request and self.new_tokens == other.new_tokens
+
+    def __hash__(self) -> int:
+        return hash((self.request, self.new_tokens))
+
+    def __repr__(self) -> str:
+        return f"BatchItem(request={self.request!r}, new_tokens={self.new_tokens})"
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
