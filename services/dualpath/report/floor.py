@@ -26,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from dualpath.model.entities.metrics import RequestLog, RequestRecord
+from dualpath.model.entities.metrics import RequestRecord
 from dualpath.model.roofline import Roofline
 from dualpath.model.workload.script import AgentScript, ScriptTurn, Workload
+from dualpath.report.timeline import float_column, int_column
 
 FLOOR_TOLERANCE = 0.05  # JCT within 5 % of the floor: one agent's critical path sets the JCT
 _SLOPE_PROBE = 1 << 20  # context used to read the decode step's slopes (any size works)
@@ -262,20 +263,11 @@ class _Owners:
 def _columns(
     records: Collection[RequestRecord],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """session, turn, arrival, t_first and t_last of every row: a `RequestLog`'s columns (no
-    record a row), or any other records'."""
-    ints = (np.asarray(_column(records, n), dtype=np.int64) for n in ("session", "turn"))
-    names = ("arrival", "t_first", "t_last")
-    floats = (np.asarray(_column(records, n), dtype=np.float64) for n in names)
-    session, turn = ints
-    arrival, t_first, t_last = floats
-    return session, turn, arrival, t_first, t_last
-
-
-def _column(records: Collection[RequestRecord], name: str) -> Sequence[float] | Sequence[int]:
-    if isinstance(records, RequestLog):
-        return records.column(name)
-    return [getattr(r, name) for r in records]
+    """session, turn, arrival, t_first and t_last of every row (report/timeline.py reads a
+    `RequestLog`'s columns without a record a row, or any other records')."""
+    session, turn = int_column(records, "session"), int_column(records, "turn")
+    arrival, t_first = float_column(records, "arrival"), float_column(records, "t_first")
+    return session, turn, arrival, t_first, float_column(records, "t_last")
 
 
 _FEW = 4  # scripts on one chain searched in turn; more get an index

@@ -33,12 +33,12 @@ def timeline(reqs: Collection[RequestRecord], window_s: float = WINDOW_S) -> dic
     if not reqs:
         return {"window_s": window_s, "windows": 0, "prompt_tps": [], "ttft_mean_s": [],
                 "running_agents": []}  # fmt: skip
-    arrival = _floats(reqs, "arrival")
+    arrival = float_column(reqs, "arrival")
     origin = float(arrival.min())
     arrival -= origin
-    first = _floats(reqs, "t_first") - origin
-    prompt = _floats(reqs, "prompt")
-    end = float(_floats(reqs, "t_last").max()) - origin
+    first = float_column(reqs, "t_first") - origin
+    prompt = float_column(reqs, "prompt")
+    end = float(float_column(reqs, "t_last").max()) - origin
     n = max(1, math.ceil(end / window_s))
     tps = np.bincount(_window(first, window_s, n), weights=prompt, minlength=n) / window_s
     at = _window(arrival, window_s, n)
@@ -54,7 +54,7 @@ def timeline(reqs: Collection[RequestRecord], window_s: float = WINDOW_S) -> dic
     }
 
 
-def _floats(reqs: Collection[RequestRecord], name: str) -> F64:
+def float_column(reqs: Collection[RequestRecord], name: str) -> F64:
     """One field of every record as float64 (a copy): straight from a `RequestLog`'s column,
     without building a record per row."""
     if isinstance(reqs, RequestLog):
@@ -62,7 +62,8 @@ def _floats(reqs: Collection[RequestRecord], name: str) -> F64:
     return np.fromiter((getattr(r, name) for r in reqs), np.float64, len(reqs))
 
 
-def _ints(reqs: Collection[RequestRecord], name: str) -> npt.NDArray[np.int64]:
+def int_column(reqs: Collection[RequestRecord], name: str) -> npt.NDArray[np.int64]:
+    """The same for an integer field, as int64."""
     if isinstance(reqs, RequestLog):
         return np.array(reqs.column(name), dtype=np.int64)
     return np.fromiter((getattr(r, name) for r in reqs), np.int64, len(reqs))
@@ -77,8 +78,8 @@ def _running(
 ) -> npt.NDArray[np.int64]:
     """Sessions alive in each window: +1 from the window of a session's first arrival, -1
     after the window of its last token (a difference array, then a running sum)."""
-    session = _ints(reqs, "session")
-    arrival, t_last = _floats(reqs, "arrival"), _floats(reqs, "t_last")
+    session = int_column(reqs, "session")
+    arrival, t_last = float_column(reqs, "arrival"), float_column(reqs, "t_last")
     # each session's first arrival and last token, vectorized (a per-row loop was a few per
     # cent of a compiled run at 5.2 M turns)
     _, which = np.unique(session, return_inverse=True)
