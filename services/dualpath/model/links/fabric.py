@@ -409,12 +409,12 @@ class Fabric:
             flow.in_touched = False
             if flow.state != ACTIVE:  # it left after its shares changed
                 continue
-            # min(flow.alloc) by hand: the one-argument `min` is a generic call compiled
-            # (module lookup, argument parsing, an iterator), a loop over floats is not
-            alloc = flow.alloc
-            rate = alloc[0]
-            for i in range(1, len(alloc)):
-                share = alloc[i]
+            # The minimum of the hops' shares by hand: the one-argument `min` is a generic
+            # call compiled (module lookup, argument parsing, an iterator), a loop is not
+            legs = flow.legs
+            rate = legs[0].alloc
+            for i in range(1, len(legs)):
+                share = legs[i].alloc
                 if share < rate:  # noqa: PLR1730 - hot path: cheaper than a min() call
                     rate = share
             delta = rate - flow._rate

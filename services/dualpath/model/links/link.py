@@ -95,8 +95,9 @@ class Link:
             if self.plain or arbitration is None
             else frozenset(vl for vl in range(MAX_DATA_VL + 1) if arbitration.serves(vl))
         )
-        # flow -> index of this link in flow.hops (dict: O(1) removal, deterministic order)
-        self.members: dict[Flow, int] = {}
+        # flow -> its hop here (`Hop`: the index in flow.hops and the share state; a dict:
+        # O(1) removal, deterministic order)
+        self.members: dict[Flow, Hop] = {}
         self.total_rate = 0.0
         # Member flows per VL, and how many VLs have any (a list by VL: cheaper than a dict
         # for the count every join and leave updates).
@@ -105,10 +106,10 @@ class Link:
         # Share-computation state, owned by sharing.Sharer: running aggregates of the members'
         # caps (INF caps kept apart), members whose cap changed, the last pass's regime.
         self.dirty = False
-        # Both map a flow to its hop index here, as `members` does: a pass over either
+        # Both map a flow to its hop here, as `members` does: a pass over either
         # needs it, and a second lookup in `members` would cost a hash per flow.
-        self.inf_members: dict[Flow, int] = {}
-        self.pending: dict[Flow, int] = {}
+        self.inf_members: dict[Flow, Hop] = {}
+        self.pending: dict[Flow, Hop] = {}
         self.fin_sum = 0.0
         self.cap_max = 0.0
         self.mode = 0
@@ -250,6 +251,30 @@ class Link:
         return series_until(self._series, self._bucket_s, bucket_s, (self.t_last, now, rate))
 
 
+class Hop:
+    """A flow's share state on one of its links, owned by sharing.Sharer: the share the link
+    grants it (`alloc`), the link's offer (its share if it limits the flow, else INF) and the
+    flow's cap there (the minimum of its other hops' offers). `i` is the link's index in
+    `flow.hops`.
+
+    Fields of one object per hop rather than three lists of floats per flow: in a compiled
+    build a field holds a native double, where a list holds a boxed float that every write
+    allocates and every read unboxes (docs/native.md, stop 47). No reference to the flow or
+    the link, so a finished flow is freed by reference counting, not by the cyclic collector.
+    """
+
+    __slots__ = ("alloc", "cap", "i", "offer")
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+        self.alloc = 0.0
+        self.offer = INF
+        self.cap = INF
+
+    def __repr__(self) -> str:
+        return f"Hop({self.i}, alloc={self.alloc:.4g}, offer={self.offer:.4g}, cap={self.cap:.4g})"
+
+
 class Flow:
     """A transfer of `nbytes` across `hops` at once (cut-through), on virtual lane `vl`.
 
@@ -259,8 +284,6 @@ class Flow:
     __slots__ = (
         "_fabric",
         "_rate",
-        "alloc",
-        "cap",
         "covers",
         "eps",
         "finished_at",
@@ -270,8 +293,8 @@ class Flow:
         "hops",
         "in_touched",
         "left",
+        "legs",
         "nbytes",
-        "offer",
         "on_done",
         "started_at",
         "state",
@@ -306,10 +329,7 @@ class Flow:
         self.heap_seq = 0  # and its push number (ties: first pushed, first out)
         self.heap_pos = -1  # its index in an `IndexedQueue` (-1: not queued there)
         self.in_touched = False  # listed in the sharer's `touched` (its shares changed)
-        n = len(hops)
-        self.alloc = [0.0] * n  # share granted by each hop
-        self.offer = [INF] * n  # per hop: its share if that hop is a bottleneck, else INF
-        self.cap = [INF] * n  # per hop: min of the other hops' offers
+        self.legs = [Hop(i) for i in range(len(hops))]  # per hop: its share state
         self.covers: list[Link] | None = None  # per hop: its cover (cover.py), if counted
 
     def __repr__(self) -> str:

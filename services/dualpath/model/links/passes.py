@@ -7,7 +7,7 @@ no asyncio). Split from sharing.py, which owns the cascade; these own one link.
 - the full pass: a water-fill over every member (`arbitration`), memoised for VL-arbitrated
   links.
 
-Each writes a flow's per-hop share (`alloc`) and, when it changes, its offer
+Each writes a flow's per-hop share (`Hop.alloc`) and, when it changes, its offer
 (`Sharer.publish`), and keeps the link's running aggregates (`fin_sum`, `cap_max`) exact.
 """
 
@@ -56,22 +56,21 @@ def recompute(sh: Sharer, link: Link) -> None:
 def single_pass(sh: Sharer, link: Link) -> None:
     """One flow: it gets the link's rate, or its cap if that is lower (`_grant` inlined:
     this is the most common recomputation)."""
-    for flow, i in link.members.items():
-        cap = flow.cap[i]
+    for flow, hop in link.members.items():
+        cap = hop.cap
         rate = link.rate
         share = cap if cap < rate else rate
         offer = share if share < cap * _BOTTLENECK else INF
-        alloc = flow.alloc
-        if alloc[i] != share:
-            alloc[i] = share
+        if hop.alloc != share:
+            hop.alloc = share
             if not flow.in_touched:
                 flow.in_touched = True
                 sh.touched.append(flow)
-        old = flow.offer[i]
+        old = hop.offer
         if offer != old and not (
             offer < INF and old < INF and abs(offer - old) <= OFFER_RTOL * old
         ):
-            sh.publish(flow, i, offer)
+            sh.publish(flow, hop.i, offer)
         link.fin_sum = link.cap_max = cap if cap != INF else 0.0
     link.mode = MODE_FULL
 
@@ -80,38 +79,36 @@ def _free_pass(sh: Sharer, link: Link, level: float) -> None:
     """No capped flow is limited here: capped flows get their cap, uncapped ones share the
     rest equally. After a free pass only flows whose cap changed need revisiting."""
     touched = sh.touched
-    # (Every flow's hop index comes with it; a flow's cap here is INF exactly when it is
-    # in `inf_members`, so the INF test below reads the cap instead of hashing the flow.)
-    for flow, i in (link.pending if link.mode == MODE_FREE else link.members).items():
-        cap = flow.cap[i]
+    # (Every flow's hop comes with it; a flow's cap here is INF exactly when it is in
+    # `inf_members`, so the INF test below reads the cap instead of hashing the flow.)
+    for flow, hop in (link.pending if link.mode == MODE_FREE else link.members).items():
+        cap = hop.cap
         if cap == INF:
             continue
-        alloc = flow.alloc
-        if alloc[i] != cap:
-            alloc[i] = cap
+        if hop.alloc != cap:
+            hop.alloc = cap
             if not flow.in_touched:
                 flow.in_touched = True
                 touched.append(flow)
-        if flow.offer[i] != INF:
-            sh.publish(flow, i, INF)
-    for flow, i in link.inf_members.items():  # `_grant(flow, i, level, level)`, inlined
-        alloc = flow.alloc
-        if alloc[i] != level:
-            alloc[i] = level
+        if hop.offer != INF:
+            sh.publish(flow, hop.i, INF)
+    for flow, hop in link.inf_members.items():  # `_grant(flow, hop, level, level)`, inlined
+        if hop.alloc != level:
+            hop.alloc = level
             if not flow.in_touched:
                 flow.in_touched = True
                 touched.append(flow)
-        old = flow.offer[i]
+        old = hop.offer
         if level != old and not (
             level < INF and old < INF and abs(level - old) <= OFFER_RTOL * old
         ):
-            sh.publish(flow, i, level)
+            sh.publish(flow, hop.i, level)
     link.mode = MODE_FREE
 
 
 def _full_pass(sh: Sharer, link: Link, plain: bool) -> None:
     members = link.members
-    caps = [flow.cap[i] for flow, i in members.items()]
+    caps = [hop.cap for hop in members.values()]
     arb = link.arbitration
     if arb is None or plain:
         shares = equal_waterfill(link.rate, caps)
@@ -135,22 +132,21 @@ def _full_pass(sh: Sharer, link: Link, plain: bool) -> None:
     link.fin_sum = fsum(finite)  # re-anchor the running aggregates exactly
     link.cap_max = cap_max
     touched = sh.touched
-    for k, (flow, i) in enumerate(members.items()):
+    for k, (flow, hop) in enumerate(members.items()):
         cap = caps[k]
         share = shares[k]
-        # `_grant(flow, i, share, offer)`, inlined
+        # `_grant(flow, hop, share, offer)`, inlined
         offer = share if share < cap * _BOTTLENECK else INF
-        alloc = flow.alloc
-        if alloc[i] != share:
-            alloc[i] = share
+        if hop.alloc != share:
+            hop.alloc = share
             if not flow.in_touched:
                 flow.in_touched = True
                 touched.append(flow)
-        old = flow.offer[i]
+        old = hop.offer
         if offer != old and not (
             offer < INF and old < INF and abs(offer - old) <= OFFER_RTOL * old
         ):
-            sh.publish(flow, i, offer)
+            sh.publish(flow, hop.i, offer)
     link.mode = MODE_FULL
 
 

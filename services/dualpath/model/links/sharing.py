@@ -23,7 +23,7 @@ from math import fsum
 from typing import Final
 
 from dualpath.model.links.cover import clear, coverable, join_covers, remove
-from dualpath.model.links.link import Flow, Link
+from dualpath.model.links.link import Flow, Hop, Link
 from dualpath.model.links.passes import (
     INF,
     MODE_FULL,
@@ -90,8 +90,9 @@ class Sharer:
     def join(self, flow: Flow) -> None:
         vl = flow.vl
         hops = flow.hops
+        legs = flow.legs
         for i, link in enumerate(hops):
-            link.members[flow] = i
+            link.members[flow] = legs[i]
             count = link.vl_count
             on_vl = count[vl]
             if not on_vl:
@@ -102,12 +103,13 @@ class Sharer:
         for i, link in enumerate(hops):
             if link.inert:
                 if coverable(link):
-                    flow.alloc[i] = INF  # a left-out hop limits no one
+                    legs[i].alloc = INF  # a left-out hop limits no one
                     continue
                 self._make_live(link)
             else:
-                link.inf_members[flow] = i  # every offer starts INF, so every cap does too
-                link.pending[flow] = i
+                hop = legs[i]
+                link.inf_members[flow] = hop  # every offer starts INF, so every cap does too
+                link.pending[flow] = hop
                 if self.covering and coverable(link):
                     self._make_inert(link)
         # Likely bottleneck first: its offer then reaches the roomier hops before they are
@@ -120,14 +122,14 @@ class Sharer:
         """Leave a link that cannot bind out of re-shares: it offers INF and limits no one."""
         link.inert = True
         touched = self.touched
-        for flow, i in link.members.items():
-            if flow.alloc[i] != INF:
-                flow.alloc[i] = INF
+        for flow, hop in link.members.items():
+            if hop.alloc != INF:
+                hop.alloc = INF
                 if not flow.in_touched:
                     flow.in_touched = True
                     touched.append(flow)
-            if flow.offer[i] != INF:
-                self.publish(flow, i, INF)
+            if hop.offer != INF:
+                self.publish(flow, hop.i, INF)
         link.inf_members.clear()
         link.pending.clear()
         link.fin_sum, link.cap_max, link.mode = 0.0, 0.0, MODE_FULL
@@ -138,13 +140,13 @@ class Sharer:
         link.inert = False
         finite = []
         inf_members, pending = link.inf_members, link.pending
-        for flow, i in link.members.items():
-            cap = flow.cap[i]
+        for flow, hop in link.members.items():
+            cap = hop.cap
             if cap == INF:
-                inf_members[flow] = i
+                inf_members[flow] = hop
             else:
                 finite.append(cap)
-            pending[flow] = i
+            pending[flow] = hop
         link.fin_sum = fsum(finite)
         link.cap_max = max(finite, default=0.0)
         link.mode = MODE_FULL
@@ -178,29 +180,31 @@ class Sharer:
             elif p < 0 or link.rate < r:
                 p, r = k, link.rate
         vl = flow.vl
-        # A new flow's lists, filled in place: its offers and caps start INF (`Flow`).
-        alloc, cap = flow.alloc, flow.cap
+        # A new flow's hops, filled in place: their offers and caps start INF (`Hop`).
+        legs = flow.legs
         for k, link in enumerate(hops):
-            link.members[flow] = k
+            hop = legs[k]
+            link.members[flow] = hop
             link.vl_count[vl] = 1
             link.vls = 1
             if k == p:
-                alloc[k] = r
-                link.inf_members[flow] = k
+                hop.alloc = r
+                hop.offer = r
+                link.inf_members[flow] = hop
                 link.fin_sum = link.cap_max = 0.0
             else:
-                alloc[k] = INF if link.inert else r
-                cap[k] = r
+                hop.alloc = INF if link.inert else r
+                hop.cap = r
                 if not link.inert:
                     link.fin_sum = link.cap_max = r
             link.mode = MODE_FULL
-        flow.offer[p] = r
         self.steps += n
         return r
 
     def leave(self, flow: Flow) -> None:
         vl = flow.vl
         covers = flow.covers if self.covering else None
+        legs = flow.legs
         for i, link in enumerate(flow.hops):
             members = link.members
             del members[flow]
@@ -223,7 +227,7 @@ class Sharer:
                 if flow in link.inf_members:
                     del link.inf_members[flow]
                 else:
-                    link.fin_sum -= flow.cap[i]
+                    link.fin_sum -= legs[i].cap
                 self.mark(link)
                 if covers is not None and coverable(link):
                     self._make_inert(link)
@@ -269,34 +273,37 @@ class Sharer:
 
     def publish(self, flow: Flow, i: int, offer: float) -> None:
         """Hop i's offer changed: the caps on the flow's other hops follow."""
-        offers = flow.offer
-        offers[i] = offer
-        n = len(offers)
+        legs = flow.legs
+        legs[i].offer = offer
+        n = len(legs)
         if n == 2:
-            self._set_cap(flow, 1 - i, offer)
+            self._set_cap(flow, legs[1 - i], offer)
         elif n == 3:  # the common DRAM -> CNIC -> CNIC path, without a generator
-            o0, o1, o2 = offers
+            h0, h1, h2 = legs
+            o0, o1, o2 = h0.offer, h1.offer, h2.offer
             if i != 0:
-                self._set_cap(flow, 0, o1 if o1 < o2 else o2)
+                self._set_cap(flow, h0, o1 if o1 < o2 else o2)
             if i != 1:
-                self._set_cap(flow, 1, o0 if o0 < o2 else o2)
+                self._set_cap(flow, h1, o0 if o0 < o2 else o2)
             if i != 2:
-                self._set_cap(flow, 2, o0 if o0 < o1 else o1)
+                self._set_cap(flow, h2, o0 if o0 < o1 else o1)
         elif n > 3:
             for j in range(n):
                 if j != i:
                     cap = INF
                     for k in range(n):
-                        if k != j and offers[k] < cap:
-                            cap = offers[k]
-                    self._set_cap(flow, j, cap)
+                        if k != j:
+                            o = legs[k].offer
+                            if o < cap:  # noqa: PLR1730 - hot path: cheaper than a min() call
+                                cap = o
+                    self._set_cap(flow, legs[j], cap)
 
-    def _set_cap(self, flow: Flow, j: int, cap: float) -> None:
-        old = flow.cap[j]
+    def _set_cap(self, flow: Flow, hop: Hop, cap: float) -> None:
+        old = hop.cap
         if cap == old:
             return
-        flow.cap[j] = cap
-        link = flow.hops[j]
+        hop.cap = cap
+        link = flow.hops[hop.i]
         if link.inert:  # kept for when it comes back (`_make_live`)
             return
         if old == INF:
@@ -304,12 +311,12 @@ class Sharer:
         else:
             link.fin_sum -= old
         if cap == INF:
-            link.inf_members[flow] = j
+            link.inf_members[flow] = hop
         else:
             link.fin_sum += cap
             if cap > link.cap_max:  # noqa: PLR1730 - hot path: cheaper than a max() call
                 link.cap_max = cap
-        link.pending[flow] = j
+        link.pending[flow] = hop
         if not link.dirty:
             link.dirty = True
             self._queue.append(link)
