@@ -54,3 +54,25 @@ def test_nothing_is_counted_for_a_one_step_chunk_of_fresh_requests() -> None:
     got.add_decode_chunk(4, 1, 0.02, 0, 1, 0.03, 2, 1)
     assert got.inter_token.n == 0 and got.inter_token.total == 0.0
     assert got.iteration_tokens.n == 1 and got.iteration_tokens.total == 4.0
+
+
+def test_counts_held_in_runs_equal_counts_added_at_once_whenever_read() -> None:
+    """`add_run` keeps two buckets' counts aside; reading `counts` (or `cumulative`) at any
+    point, between runs of one, two or many buckets, sees every count added so far."""
+    rng = random.Random(11)
+    held = EngineSteps().inter_token
+    plain = [0] * (len(INTER_TOKEN_LATENCY) + 1)
+    for i in range(4000):
+        width = (1, 2, 3, len(plain))[i // 1000]  # how many buckets recur
+        bucket, count = rng.randrange(width), rng.randint(1, 5000)
+        if rng.random() < 0.1:  # the one-value path between runs
+            value = rng.uniform(0.0, 100.0)
+            held.add(value)
+            plain[bisect_left(INTER_TOKEN_LATENCY, value)] += 1
+        else:
+            held.add_run(bucket, count)
+            plain[bucket] += count
+        if rng.random() < 0.05:
+            assert held.counts == plain
+            assert held.cumulative()[-1][1] == sum(plain)
+    assert held.counts == plain

@@ -67,7 +67,9 @@ class DecodeUnit:
         self._on_done = on_done
         self._on_progress = on_progress
         self._topk = ctx.roofline.attended(1 << 40)
-        self._a2a: dict[int, float] = {}  # batch size -> one step's all-to-all bytes
+        # By batch size: one step's all-to-all bytes (-1.0: not computed yet); a list, where
+        # a dict boxed the size for every lookup in a compiled build.
+        self._a2a: list[float] = []
         self._t_end = 0.0  # emulated time of the last step of the previous chunk
         # engine_id -> requests received, not yet in its batch (their KV still moving to HBM)
         self.waiting: dict[str, int] = {e.engine_id: 0 for e in engines}
@@ -240,9 +242,12 @@ class DecodeUnit:
             if not n:
                 continue
             t = rl.decode_step_time(n, b.ctx_sum + n * mid, b.att_sum + b.growing * mid)
-            nbytes = a2a.get(n)
-            if nbytes is None:
-                nbytes = a2a[n] = ctx.a2a_bytes(n, rl.layers)
+            nbytes = a2a[n] if n < len(a2a) else -1.0
+            if nbytes < 0.0:
+                nbytes = ctx.a2a_bytes(n, rl.layers)
+                if n >= len(a2a):
+                    a2a.extend([-1.0] * (n + 1 - len(a2a)))
+                a2a[n] = nbytes
             if nbytes > 0:
                 a2a_t = nbytes / a2a_rate(b.tx, b.rx, iso, hl, den)
                 if a2a_t > t:  # noqa: PLR1730 - max(t, a2a_t) without the builtin's call

@@ -40,26 +40,63 @@ def one_two_five(max_value: int) -> tuple[float, ...]:
         scale *= 10
 
 
-@dataclass(slots=True)
 class Hist:
     """A Prometheus-style histogram that takes a value with a count."""
 
-    bounds: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)  # per bucket, +Inf last; not cumulative
-    total: float = 0.0
-    n: int = 0
+    __slots__ = ("_b0", "_b1", "_counts", "_n0", "_n1", "bounds", "n", "total")
 
-    def __post_init__(self) -> None:
-        if not self.counts:
-            self.counts = [0] * (len(self.bounds) + 1)
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self._counts = [0] * (len(bounds) + 1)  # per bucket, +Inf last; not cumulative
+        self.total = 0.0
+        self.n = 0
+        # Two buckets' counts not yet in `_counts`, held in native ints (`add_run`): a
+        # count above 256 in a list is a boxed int that every `+=` allocates anew, and the
+        # decode unit adds to the same two or three buckets chunk after chunk. Counts are
+        # integers, so adding them later or in another order gives the same histogram.
+        self._b0 = -1
+        self._n0 = 0
+        self._b1 = -1
+        self._n1 = 0
+
+    def __repr__(self) -> str:
+        return f"Hist(n={self.n}, total={self.total!r}, counts={self.counts})"
+
+    @property
+    def counts(self) -> list[int]:
+        """Per bucket, +Inf last; not cumulative."""
+        self._settle()
+        return self._counts
 
     def add(self, value: float, count: int = 1) -> None:
         if count <= 0:
             return
         # `le` is inclusive: the first bucket whose bound is >= value
-        self.counts[bisect_left(self.bounds, value)] += count
+        self._counts[bisect_left(self.bounds, value)] += count
         self.total += value * count
         self.n += count
+
+    def add_run(self, bucket: int, count: int) -> None:
+        """`count` more in `bucket`, kept in a native int while the bucket recurs (the
+        caller keeps `total` and `n`). The two most recent buckets are held."""
+        if bucket == self._b0:
+            self._n0 += count
+        elif bucket == self._b1:
+            self._n1 += count
+        else:
+            if self._b1 >= 0:
+                self._counts[self._b1] += self._n1
+            self._b1, self._n1 = self._b0, self._n0
+            self._b0, self._n0 = bucket, count
+
+    def _settle(self) -> None:
+        counts = self._counts
+        if self._b0 >= 0:
+            counts[self._b0] += self._n0
+            self._b0, self._n0 = -1, 0
+        if self._b1 >= 0:
+            counts[self._b1] += self._n1
+            self._b1, self._n1 = -1, 0
 
     def cumulative(self) -> list[tuple[float, int]]:
         """(upper bound, observations <= it), +Inf last, as the exposition format wants."""
@@ -93,16 +130,16 @@ class EngineSteps:
         (`ITERATION_TOKENS`) once per batch size."""
         it = self.iteration_tokens
         if steps > 0:
-            it.counts[batch_bucket] += steps
+            it.add_run(batch_bucket, steps)
             it.total += batch * steps
             it.n += steps
         itl = self.inter_token
         if gap_count > 0:
-            itl.counts[gap_bucket] += gap_count
+            itl.add_run(gap_bucket, gap_count)
             itl.total += gap * gap_count
             itl.n += gap_count
         step_count = batch * (steps - 1)
         if step_count > 0:
-            itl.counts[step_bucket] += step_count
+            itl.add_run(step_bucket, step_count)
             itl.total += step * step_count
             itl.n += step_count

@@ -26,6 +26,19 @@ BYTES_PER_GB_PER_PFLOP = 1e6  # (B / 1e9) / (FLOP / 1e15) = B/FLOP · 1e6
 _FFN_CACHE_MAX: Final = 1 << 16  # bound on memoised Σ-new-token values per instance
 
 
+class DecodeGemms:
+    """A decode step's GEMM terms for one batch size, in seconds: attention projections,
+    dense FFN and MoE FFN (per layer) and the LM head (fields: native doubles compiled)."""
+
+    __slots__ = ("attn_proj", "dense", "head", "moe")
+
+    def __init__(self, attn_proj: float, dense: float, moe: float, head: float) -> None:
+        self.attn_proj = attn_proj
+        self.dense = dense
+        self.moe = moe
+        self.head = head
+
+
 class Roofline:
     """Time of prefill forwards and decode steps on ONE GPU of an EP group of `ep_gpus`."""
 
@@ -93,8 +106,9 @@ class Roofline:
         self._act = 4.0 * g.hidden  # bytes per token per GEMM group: BF16 in + out
         # The FFN/projection cost depends only on Σ new tokens, which repeats a lot.
         self._ffn_cache: dict[int, tuple[float, float]] = {}
-        # A decode step's GEMM terms depend only on the batch size (bounded by HBM).
-        self._decode_cache: dict[int, tuple[float, float, float, float]] = {}
+        # A decode step's GEMM terms depend only on the batch size (bounded by HBM): a list
+        # by batch size, where a dict boxed the size for every lookup in a compiled build.
+        self._decode_by_size: list[DecodeGemms | None] = []
 
     # --- static facts ------------------------------------------------------------------
     def weight_bytes_per_gpu(self) -> float:
@@ -230,22 +244,24 @@ class Roofline:
             idx = sum_context * self._d_idx
             idx_mem = sum_context * self._g_index_layer * self._d_att_mem
             att += idx_mem if idx_mem > idx else idx
-        hit = self._decode_cache.get(batch_size)
+        cache = self._decode_by_size
+        hit = cache[batch_size] if batch_size < len(cache) else None
         if hit is None:
-            if len(self._decode_cache) >= _FFN_CACHE_MAX:
-                self._decode_cache.clear()
-            hit = self._decode_cache[batch_size] = self._decode_gemms(batch_size)
-        attn_proj, dense, moe, head = hit
-        layer = att + attn_proj + self._layer_ovh
+            hit = self._decode_gemms(batch_size)
+            if batch_size < _FFN_CACHE_MAX:  # (bounded memory: larger sizes are not kept)
+                if batch_size >= len(cache):
+                    cache.extend([None] * (batch_size + 1 - len(cache)))
+                cache[batch_size] = hit
+        layer = att + hit.attn_proj + self._layer_ovh
         return (
             self.layers * layer
-            + self._g_dense_layers * dense
-            + self.moe_layers * moe
-            + head
+            + self._g_dense_layers * hit.dense
+            + self.moe_layers * hit.moe
+            + hit.head
             + self._step_ovh
         )
 
-    def _decode_gemms(self, b: int) -> tuple[float, float, float, float]:
+    def _decode_gemms(self, b: int) -> DecodeGemms:
         """(attention projections, dense FFN, MoE FFN, LM head) of one step of b tokens."""
         g, per, mem = self._g, self._d_gemm, self._d_mem
         attn_proj = self._gemm(g.attn_params, b, self._w_attn, per, mem)
@@ -255,7 +271,7 @@ class Roofline:
             moe = self._gemm(g.shared_params, b, self._w_shared, per, mem)
             moe += self._routed(b, per, mem)
         head = self._gemm(g.head_params, b, self._w_head, per, mem)
-        return attn_proj, dense, moe, head
+        return DecodeGemms(attn_proj, dense, moe, head)
 
     # --- expert-parallel traffic -------------------------------------------------------
     def a2a_bytes_per_layer(self, new_tokens: int) -> float:
