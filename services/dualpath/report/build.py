@@ -159,7 +159,7 @@ def _gpu(cluster: Cluster, jct: float) -> dict[str, Any]:
     de = [e.engine_id for u in cluster.decode_units for e in u.engines]
 
     def busy(ids: list[str]) -> float:
-        return sum(m.busy_s.get(i, 0.0) for i in ids) / (len(ids) * jct) if jct > 0 else 0.0
+        return sum(m.busy_of(i) for i in ids) / (len(ids) * jct) if jct > 0 else 0.0
 
     early = [r for t, r in m.attention_balance if t <= EARLY_FRACTION * jct]
     return {

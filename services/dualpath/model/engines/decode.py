@@ -50,6 +50,8 @@ class DecodeUnit:
             e.engine_id: DeBatch(e, g.cnic_tx, g.cnic_rx)
             for e, g in zip(engines, gpus, strict=True)
         }
+        for eid, batch in self._batches.items():  # each DE's batch keeps its busy seconds
+            ctx.metrics.keep_busy(eid, batch)
         self.step = 0  # decode steps this unit has completed
         self._finish: list[tuple[int, int, Request]] = []  # (last step, rid, request)
         self._joining: list[Request] = []
@@ -184,18 +186,17 @@ class DecodeUnit:
         one, made at the end of the previous chunk (on a real clock a chunk may start a
         little after that one ended), or the PE's first token for a request that just
         joined, its KV hand-over included. Every float sum gets the same additions in the
-        same order as one `Hist.add` / `add_busy` per figure would (reports stay bit-identical).
+        same order as one `Hist.add` / `add_busy` per figure would (reports stay bit-identical;
+        the busy seconds are the batch's own, `BusyClock`).
         """
-        metrics = self.ctx.metrics
         for req in self._fresh:
             self._steps_of(self._batch_of(req)).inter_token.add(t0 + step - req.t_first)
-        busy = metrics.busy_s
         gap = t0 + step - self._t_end
         gap_bucket = bisect_left(INTER_TOKEN_LATENCY, gap)
         step_bucket = bisect_left(INTER_TOKEN_LATENCY, step)
         for b in self._live:
-            eid, n = b.eid, len(b.reqs)
-            busy[eid] = busy.get(eid, 0.0) + b.t * steps
+            n = len(b.reqs)
+            b.busy_seconds += b.t * steps
             b.a2a_pending += b.nbytes * steps
             got = b.steps if b.steps is not None else self._steps_of(b)
             if n != b.bucket_n:

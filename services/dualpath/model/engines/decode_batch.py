@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from dualpath.model.entities.metrics import BusyClock
 from dualpath.model.entities.request import EngineState, Request
 from dualpath.model.entities.steps import EngineSteps
 from dualpath.model.links import Link
 
 
-class DeBatch:
-    """One DE's running requests and the sums a decode step's roofline needs."""
+class DeBatch(BusyClock):
+    """One DE's running requests and the sums a decode step's roofline needs; also the
+    DE's busy clock (`Metrics.keep_busy`), so a chunk's accounting touches one object per
+    DE instead of a dict entry and a float more."""
 
     __slots__ = (
         "a2a_pending", "att_sum", "bucket", "bucket_n", "ctx_sum", "eid", "engine", "fresh",
@@ -22,6 +25,7 @@ class DeBatch:
     )  # fmt: skip
 
     def __init__(self, engine: EngineState, tx: Link, rx: Link) -> None:
+        super().__init__()
         self.engine = engine
         self.eid = engine.engine_id
         self.tx, self.rx = tx, rx  # the GPU's CNIC (fixed: the hardware is built once)

@@ -183,6 +183,18 @@ class TierStats:
         self.bytes[level] += nbytes
 
 
+class BusyClock:
+    """One engine's busy seconds, kept by the engine's own loop: a decode unit's per-GPU
+    batch is one (it adds a chunk's step time times its steps). A native double in a
+    compiled build, where a dict entry was a boxed float made anew at every chunk, read
+    through a hashed lookup of a dict shared by every engine of the cluster."""
+
+    __slots__ = ("busy_seconds",)
+
+    def __init__(self) -> None:
+        self.busy_seconds = 0.0
+
+
 @dataclass(slots=True)
 class Metrics:
     """Append-only run record. Times are emulated seconds."""
@@ -192,8 +204,11 @@ class Metrics:
     read_path: dict[str, int] = field(default_factory=lambda: {"pe": 0, "de": 0})
     bytes_by_path: dict[str, float] = field(default_factory=lambda: {"pe": 0.0, "de": 0.0})
     integrity: Integrity = field(default_factory=Integrity)
-    # engine_id -> busy seconds (roofline compute time of its own batches)
+    # engine_id -> busy seconds (roofline compute time of its own batches), added per
+    # batch; an engine that keeps its own `BusyClock` is in `busy_clocks` instead. Read
+    # both through `busy_of` / `busy_totals`.
     busy_s: dict[str, float] = field(default_factory=dict)
+    busy_clocks: dict[str, BusyClock] = field(default_factory=dict)
     # (time, max/avg attention time across the GPUs of one lockstep unit) per forward
     attention_balance: list[tuple[float, float]] = field(default_factory=list)
     forwards: int = 0
@@ -205,6 +220,34 @@ class Metrics:
 
     def add_busy(self, engine_id: str, seconds: float) -> None:
         self.busy_s[engine_id] = self.busy_s.get(engine_id, 0.0) + seconds
+
+    def keep_busy(self, engine_id: str, clock: BusyClock) -> None:
+        """`clock` keeps `engine_id`'s busy seconds from now on (its engine adds to it).
+
+        A later clock for the same engine takes over from the earlier one, with its seconds:
+        a decode service builds the cluster's units, then its own serving unit for its
+        engines, and the one built last is the one that runs."""
+        old = self.busy_clocks.get(engine_id)
+        if old is not None and old is not clock:
+            clock.busy_seconds += old.busy_seconds
+            old.busy_seconds = 0.0
+        self.busy_clocks[engine_id] = clock
+
+    def busy_of(self, engine_id: str) -> float:
+        """Busy seconds of one engine so far."""
+        clock = self.busy_clocks.get(engine_id)
+        added = self.busy_s.get(engine_id)
+        if clock is None:
+            return 0.0 if added is None else added
+        # (one of the two is 0.0 in any one process: the value is then exact)
+        return clock.busy_seconds if added is None else added + clock.busy_seconds
+
+    def busy_totals(self) -> dict[str, float]:
+        """Busy seconds of every engine that has any, by engine id."""
+        out = dict(self.busy_s)
+        for engine_id in self.busy_clocks:
+            out[engine_id] = self.busy_of(engine_id)
+        return out
 
     def steps_of(self, engine_id: str) -> EngineSteps:
         got = self.steps.get(engine_id)

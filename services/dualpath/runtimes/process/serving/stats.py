@@ -50,7 +50,7 @@ def base_stats(
             "read_path": m.read_path,
             "bytes_by_path": m.bytes_by_path,
             "integrity": dataclasses.asdict(m.integrity),
-            "busy_s": m.busy_s,
+            "busy_s": m.busy_totals(),
             "attention_balance": m.attention_balance,
             "forwards": m.forwards,
             "decode_chunks": m.decode_chunks,
