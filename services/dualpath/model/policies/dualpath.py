@@ -38,7 +38,7 @@ class DualPath(SchedulingPolicy):
         beta, alpha = lim.beta, lim.alpha
         short: EngineState | None = None
         long: EngineState | None = None
-        for e in engines:
+        for e in as_list(engines):
             if e.tok > beta:
                 continue
             if e.node.read_q <= alpha:
@@ -93,7 +93,9 @@ class DualPath(SchedulingPolicy):
         """Z = factor × (Σ_{r∈R} len_r + Σ_e tok_e) / |E|, R = the queue head that fits the
         group's total free HBM if there were no fragmentation. Computed once per fetch."""
         kv = self.limits.kv_bytes_per_token
-        free = sum(max(0.0, e.free_hbm) for e in engines)
+        free = 0.0
+        for e in as_list(engines):  # Σ max(0, free_hbm) in order, as `sum` added it
+            free += e.free_hbm if e.free_hbm > 0.0 else 0.0
         fit_tokens = 0
         for r in private:
             if (fit_tokens + r.length) * kv > free:
@@ -118,7 +120,7 @@ class DualPath(SchedulingPolicy):
         low: EngineState | None = None
         low_seq = 0
         high: EngineState | None = None
-        for e in engines:
+        for e in as_list(engines):
             if (e.free_hbm < need) if fits is None else not fits(req, e):
                 continue
             if e.tok + length <= z:
@@ -161,9 +163,16 @@ def _before(a: EngineState, b: EngineState) -> bool:
 def _tok(engines: Sequence[EngineState]) -> int:
     """Σ tok_e over a group (a loop, not a generator: cheaper compiled)."""
     total = 0
-    for e in engines:
+    for e in as_list(engines):
         total += e.tok
     return total
+
+
+def as_list(engines: Sequence[EngineState]) -> list[EngineState]:
+    """The engines as a list (they are one already, from the scheduler): a loop over a
+    `Sequence` is a generic iteration in a compiled build, one over a list is native, and
+    these loops visit every engine of a group (32 a DE group of a 2P4D unit) per fetch."""
+    return engines if isinstance(engines, list) else list(engines)
 
 
 def _queued(private: deque[Request]) -> int:
