@@ -52,11 +52,20 @@ def test_a_time_already_passed_runs_now_after_what_is_ready() -> None:
     assert seen == [("soon", 1.0), ("past", 1.0), ("same", 1.0)]
 
 
-def test_cancelled_timers_never_run_also_after_compaction() -> None:
+def _core(compiled_heap: bool) -> VirtualCore:
+    """A core with the heap a compiled build keeps (timers by their fields) or the one pure
+    Python keeps (`heapq` on tuples); the run picks by what it is, a test may pick either."""
+    core = VirtualCore()
+    core._native = compiled_heap
+    return core
+
+
+@pytest.mark.parametrize("compiled_heap", [False, True])
+def test_cancelled_timers_never_run_also_after_compaction(compiled_heap: bool) -> None:
     """Random timers, most of them cancelled (as the fabric re-arms): the survivors run in
     time order, each exactly once, whatever the compaction did."""
     rng = random.Random(7)
-    core = VirtualCore()
+    core = _core(compiled_heap)
     ran: list[float] = []
     kept: list[float] = []
     for _ in range(5000):
@@ -73,11 +82,13 @@ def test_cancelled_timers_never_run_also_after_compaction() -> None:
     assert core._cancelled == 0
 
 
-def _rearming_run(use_alarm: bool, seed: int) -> list[tuple[str, float]]:
+def _rearming_run(
+    use_alarm: bool, seed: int, compiled_heap: bool = False
+) -> list[tuple[str, float]]:
     """A client that keeps re-arming one timer (as the fabric does) among other timers at
     the same and nearby times, through the alarm or through call_at and cancel."""
     rng = random.Random(seed)
-    core = VirtualCore()
+    core = _core(compiled_heap)
     seen: list[tuple[str, float]] = []
     armed: list[object] = []
 
@@ -114,6 +125,30 @@ def test_the_alarm_runs_exactly_where_its_heap_timer_would(seed: int) -> None:
     assert via_alarm == _rearming_run(False, seed)
     assert ("alarm300", via_alarm[-1][1]) in via_alarm and ("never", 0.0) not in via_alarm
     assert not any(name == "never" for name, _ in via_alarm)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_both_heaps_run_the_same_events_in_the_same_order(seed: int) -> None:
+    """The compiled build's heap of timers and pure Python's heap of tuples: the same
+    order, ties and the alarm included (the reports of the two builds rest on it)."""
+    for use_alarm in (True, False):
+        tuples = _rearming_run(use_alarm, seed, compiled_heap=False)
+        assert _rearming_run(use_alarm, seed, compiled_heap=True) == tuples
+    # many timers at few distinct times: order within a time is scheduling order
+    runs = []
+    for compiled_heap in (False, True):
+        rng = random.Random(seed)
+        core = _core(compiled_heap)
+        seen: list[int] = []
+        for k in range(3000):
+            when = rng.choice((1.0, 2.0, 2.0, 3.5))
+            timer = core.call_at(when, lambda k=k, seen=seen: seen.append(k))
+            if rng.random() < 0.1:
+                timer.cancel()
+        core.call_at(10.0, core.stop)
+        core.run()
+        runs.append(seen)
+    assert runs[0] == runs[1] and len(runs[0]) > 2000
 
 
 def test_the_alarm_slot_has_one_owner_and_only_times_ahead() -> None:
