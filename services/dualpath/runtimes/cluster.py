@@ -23,7 +23,7 @@ from dualpath.model.engines.hardware import GBPS_TO_BYTES, GBS_TO_BYTES, Hardwar
 from dualpath.model.engines.prefill import PrefillUnit
 from dualpath.model.engines.scheduler import GlobalScheduler
 from dualpath.model.entities.metrics import Metrics, TierStats
-from dualpath.model.entities.request import EngineState, NodeState, ReadPath
+from dualpath.model.entities.request import EngineState, GroupLoad, NodeState, ReadPath
 from dualpath.model.faults.spec import parse_all
 from dualpath.model.links import Fabric, VlArbitration
 from dualpath.model.policies.base import Limits
@@ -90,6 +90,9 @@ def _build_side(
                 e = EngineState(f"{role}{n}.gpu{gpu}", n * g + gpu, node, gi, gpu, free_hbm=kv_hbm)
                 add_gpu(hw, e, h.cnic_gbps * GBPS_TO_BYTES, arb, kv_hbm)
                 engines.append(e)
+        load = GroupLoad(len(engines))  # every engine starts with tok_e = 0
+        for e in engines:
+            e.load = load
         groups.append(engines)
     return groups
 

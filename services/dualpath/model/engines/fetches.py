@@ -135,9 +135,14 @@ class GroupFetches:
         # distance is below n: no lambda call and no tuple per group.
         keys = [0] * n
         for g in range(n):
-            total = 0
-            for e in groups[g]:
-                total += e.tok
+            group = groups[g]
+            load = group[0].load if group else None
+            if load is not None and load.size == len(group):  # Σ tok_e, kept (GroupLoad)
+                total = load.tok
+            else:
+                total = 0
+                for e in group:
+                    total += e.tok
             keys[g] = total * n + (g - turn) % n
         order = sorted(range(n), key=keys.__getitem__)
         self._pe_turn = (order[0] + 1) % n

@@ -145,6 +145,18 @@ class Request:
         return self.prompt + self.gen
 
 
+class GroupLoad:
+    """Σ tok_e over one engine group, kept as its engines' tok_e move (`take_*` and
+    `release_*` in policies/base.py): the DE-group choice at every arrival and the PE
+    groups' order read one int a group instead of every engine's (768 DEs at 48P96D)."""
+
+    __slots__ = ("size", "tok")
+
+    def __init__(self, size: int) -> None:
+        self.size = size  # engines in the group
+        self.tok = 0
+
+
 @dataclass(slots=True, eq=False)
 class EngineState:
     """What an engine reports when its group fetches (paper §6.1), plus its identity.
@@ -162,6 +174,7 @@ class EngineState:
     tok: int = 0
     free_hbm: float = 0.0
     requests: list[Request] = field(default_factory=list)
+    load: GroupLoad | None = None  # its group's Σ tok_e, when built as part of one
 
 
 @dataclass(slots=True, eq=False)

@@ -130,13 +130,18 @@ class SchedulingPolicy(ABC):
     # paper updates tok_e after each assignment); the scheduler shell reverses them when
     # the request leaves the engine.
     def take_prefill(self, req: Request, engine: EngineState) -> None:
-        engine.tok += prefill_tokens(req)
+        tokens = prefill_tokens(req)
+        engine.tok += tokens
         engine.seq += 1
+        if engine.load is not None:
+            engine.load.tok += tokens
 
     def take_decode(self, req: Request, engine: EngineState) -> None:
         engine.free_hbm -= req.length * self.limits.kv_bytes_per_token
         engine.tok += req.length
         engine.seq += 1
+        if engine.load is not None:
+            engine.load.tok += req.length
 
     def decode_fits(self, req: Request, engine: EngineState) -> bool:
         cap = self.limits.max_running_decode
@@ -162,8 +167,11 @@ def release_prefill(req: Request) -> None:
     """Undo `take_prefill` when the PE finishes the request's prefill."""
     pe = req.pe
     assert pe is not None
-    pe.tok -= prefill_tokens(req)
+    tokens = prefill_tokens(req)
+    pe.tok -= tokens
     pe.seq -= 1
+    if pe.load is not None:
+        pe.load.tok -= tokens
 
 
 def release_decode(req: Request) -> None:
@@ -173,6 +181,8 @@ def release_decode(req: Request) -> None:
     de.free_hbm += req.hbm_bytes
     de.tok -= req.length
     de.seq -= 1
+    if de.load is not None:
+        de.load.tok -= req.length
 
 
 def prefill_tokens(req: Request) -> int:

@@ -162,8 +162,13 @@ def _before(a: EngineState, b: EngineState) -> bool:
 
 def _tok(engines: Sequence[EngineState]) -> int:
     """Σ tok_e over a group (a loop, not a generator: cheaper compiled)."""
-    total = 0
-    for e in as_list(engines):
+    group = as_list(engines)
+    if group:
+        load = group[0].load
+        if load is not None and len(group) == load.size:  # the whole group: kept
+            return load.tok
+    total = 0  # a group's live part (nodes down), or engines built without a group
+    for e in group:
         total += e.tok
     return total
 
