@@ -91,22 +91,35 @@ class GroupFetches:
         """What these groups care about changed: each fetches once its interval is up."""
         if self._periodic:
             return  # the next poll will see the change
-        timing, interval = self._clock, self._interval
         pe = side == "pe"
-        busy = self.pe_busy if pe else None
-        base = 0 if pe else self._n_pe
-        pending, last, calls = self._pending, self._last, self._calls
-        for g in groups:
-            k = base + g
-            if pending[k]:
-                continue
-            if busy is not None and busy(g):
-                self._held.add(g)
-                continue
-            pending[k] = True
-            now = timing.now()
-            due = last[k] + interval
-            timing.call_at(due if due > now else now, calls[k])  # max(now, due)
+        if isinstance(groups, list):  # (a list loops natively compiled, a Sequence not)
+            for g in groups:
+                self._kick(pe, g)
+        else:
+            for g in groups:
+                self._kick(pe, g)
+
+    def kick_every(self, side: str) -> None:
+        """`kick` for every group of a side."""
+        if self._periodic:
+            return
+        pe = side == "pe"
+        for g in range(self._n_pe if pe else self._de_groups):
+            self._kick(pe, g)
+
+    def _kick(self, pe: bool, g: int) -> None:
+        k = g if pe else self._n_pe + g
+        if self._pending[k]:
+            return
+        busy = self.pe_busy
+        if pe and busy is not None and busy(g):
+            self._held.add(g)
+            return
+        self._pending[k] = True
+        timing = self._clock
+        now = timing.now()
+        due = self._last[k] + self._interval
+        timing.call_at(due if due > now else now, self._calls[k])  # max(now, due)
 
     def forward_ended(self, g: int) -> None:
         """A forward of PE group g ended, and its next one is not formed yet: a kick held
@@ -144,7 +157,11 @@ class GroupFetches:
                 for e in group:
                     total += e.tok
             keys[g] = total * n + (g - turn) % n
-        order = sorted(range(n), key=keys.__getitem__)
+        # The keys are distinct (their remainders are), so sorting the keys themselves
+        # orders the groups as sorting the indices by key would, and each key gives its
+        # group back: a plain sort of ints, where a key function was a call per group.
+        keys.sort()
+        order = [(key % n + turn) % n for key in keys]
         self._pe_turn = (order[0] + 1) % n
         return order
 

@@ -185,7 +185,7 @@ class GlobalScheduler:
             req.pe, req.t_pe = pe, now
             self.de_queue.append(req)
         if assigned:
-            self.fetches.kick("de", range(len(self.de_groups)))
+            self.fetches.kick_every("de")
 
     def _live_groups(
         self,
@@ -198,6 +198,8 @@ class GlobalScheduler:
         return live, groups, [self.de_private[i] for i in live]
 
     def _fetch_decode(self, g: int) -> None:
+        if not self.de_queue and not self.de_private[g]:
+            return  # nothing to drain and nothing waiting for this group: it assigns nothing
         now = self.ctx.timing.now()
         # groups with no live engine take nothing (their queued requests were sent back)
         live, groups, private = self._live_groups() if self.de_queue else ((), [], [])

@@ -153,4 +153,4 @@ class Recovery(GlobalScheduler):
 
     def _kick_all(self) -> None:
         self.fetches.kick("pe", self.fetches.pe_order())
-        self.fetches.kick("de", range(len(self.de_groups)))
+        self.fetches.kick_every("de")
