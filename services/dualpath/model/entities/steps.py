@@ -128,18 +128,33 @@ class EngineSteps:
         last bit. The buckets come from the caller: the inter-token ones
         (`INTER_TOKEN_LATENCY`) found once per chunk for all its engines, the batch's
         (`ITERATION_TOKENS`) once per batch size."""
+        # (`add_run`'s usual cases, a bucket whose run is held, written out: in pure
+        # Python a call per figure per engine per chunk cost more than the addition.)
         it = self.iteration_tokens
         if steps > 0:
-            it.add_run(batch_bucket, steps)
+            if batch_bucket == it._b0:
+                it._n0 += steps
+            else:
+                it.add_run(batch_bucket, steps)
             it.total += batch * steps
             it.n += steps
         itl = self.inter_token
         if gap_count > 0:
-            itl.add_run(gap_bucket, gap_count)
+            if gap_bucket == itl._b0:
+                itl._n0 += gap_count
+            elif gap_bucket == itl._b1:
+                itl._n1 += gap_count
+            else:
+                itl.add_run(gap_bucket, gap_count)
             itl.total += gap * gap_count
             itl.n += gap_count
         step_count = batch * (steps - 1)
         if step_count > 0:
-            itl.add_run(step_bucket, step_count)
+            if step_bucket == itl._b0:
+                itl._n0 += step_count
+            elif step_bucket == itl._b1:
+                itl._n1 += step_count
+            else:
+                itl.add_run(step_bucket, step_count)
             itl.total += step * step_count
             itl.n += step_count

@@ -329,7 +329,17 @@ class Flow:
         self.heap_seq = 0  # and its push number (ties: first pushed, first out)
         self.heap_pos = -1  # its index in an `IndexedQueue` (-1: not queued there)
         self.in_touched = False  # listed in the sharer's `touched` (its shares changed)
-        self.legs = [Hop(i) for i in range(len(hops))]  # per hop: its share state
+        # Per hop: its share state. Written out for the usual one to three hops: a list
+        # comprehension is a nested function call in pure Python (3.11), per flow.
+        n = len(hops)
+        if n == 1:
+            self.legs = [Hop(0)]
+        elif n == 2:
+            self.legs = [Hop(0), Hop(1)]
+        elif n == 3:
+            self.legs = [Hop(0), Hop(1), Hop(2)]
+        else:
+            self.legs = [Hop(i) for i in range(n)]
         self.covers: list[Link] | None = None  # per hop: its cover (cover.py), if counted
 
     def __repr__(self) -> str:
