@@ -56,7 +56,13 @@ class DecodeUnit:
         self._finish: list[tuple[int, int, Request]] = []  # (last step, rid, request)
         self._joining: list[Request] = []
         self._fresh: list[Request] = []  # joined at the start of the current chunk
-        self._next_flush = ctx.engine.decode_chunk_steps
+        self._next_flush = ctx.chunk_steps
+        # The CNIC's VL arbitration for `a2a_rate`, read once from the settings (a settings
+        # field is a generic lookup in a compiled build, and this is read every chunk).
+        vl = ctx.vl
+        self._iso: bool = vl.isolation
+        self._hl: int = vl.high_limit * 4096
+        self._den: int = self._hl + vl.mtu_bytes
         self._busy = False  # a chunk runs, or the next one is due at this instant
         # The chunk in flight: its start, step time, steps, per-engine figures, its timer
         # (at its end, or at the step boundary a join cut it to) and whether it was cut.
@@ -92,7 +98,7 @@ class DecodeUnit:
         req.t_handed = ctx.timing.now()
         self.waiting[de.engine_id] += 1
         hops = ctx.hw.h2d_hops(de)
-        ctx.move(req.prompt * ctx.kv_token, hops, ctx.vl.kv_vl, lambda: self._arrived(req))
+        ctx.move(req.prompt * ctx.kv_token, hops, ctx.kv_vl, lambda: self._arrived(req))
 
     def _arrived(self, req: Request) -> None:
         de = req.de
@@ -139,7 +145,7 @@ class DecodeUnit:
             self._busy = False
             return
         ctx = self.ctx
-        k = min(ctx.engine.decode_chunk_steps, self._finish[0][0] - self.step)
+        k = min(ctx.chunk_steps, self._finish[0][0] - self.step)
         k = max(1, min(k, self._next_flush - self.step))
         step, live = self._step_time(k)
         t0 = ctx.timing.now()
@@ -235,9 +241,7 @@ class DecodeUnit:
         longest = 0.0
         live: list[DeBatch] = []
         a2a = self._a2a
-        vl = ctx.vl
-        iso, hl = vl.isolation, vl.high_limit * 4096
-        den = hl + vl.mtu_bytes
+        iso, hl, den = self._iso, self._hl, self._den
         for b in self._batches.values():
             n = len(b.reqs)
             if not n:
@@ -272,7 +276,7 @@ class DecodeUnit:
             self._leave(req)
             self._complete(req)
         if self.step >= self._next_flush:
-            self._next_flush = self.step + self.ctx.engine.decode_chunk_steps
+            self._next_flush = self.step + self.ctx.chunk_steps
             for b in self._batches.values():
                 if b.reqs:
                     self._persist_running(b)
@@ -289,7 +293,7 @@ class DecodeUnit:
         if b.a2a_pending <= 0:
             return
         ctx = self.ctx
-        ctx.hw.fabric.start(b.a2a_pending, [b.tx, b.rx], ctx.vl.model_vl)
+        ctx.hw.fabric.start(b.a2a_pending, [b.tx, b.rx], ctx.model_vl)
         b.a2a_pending = 0.0
 
     def _leave(self, req: Request) -> None:
@@ -317,7 +321,7 @@ class DecodeUnit:
 
     def _persist(self, reqs: list[Request], de: EngineState) -> None:
         """Persist every block that has filled since the last call, as one transfer."""
-        bt = self.ctx.engine.block_tokens
+        bt = self.ctx.block_tokens
         ranges: list[BlockRange] = []
         for r in reqs:
             full = (r.prompt + self._generated(r) - 1) // bt  # the newest token has no KV yet
@@ -330,7 +334,7 @@ class DecodeUnit:
         """`_persist` of a batch's running requests, each known to be in the batch: its
         tokens follow the step counter (`_generated` without its two lookups a request,
         at every flush of every DE)."""
-        bt = self.ctx.engine.block_tokens
+        bt = self.ctx.block_tokens
         step = self.step
         ranges: list[BlockRange] = []
         for r in b.reqs.values():
@@ -357,7 +361,7 @@ class DecodeUnit:
         store; the process runtime sends them to the storage process
         (runtimes/process/serving/node_io.py)."""
         ctx = self.ctx
-        ctx.move(nbytes, ctx.hw.persist_hops(de), ctx.vl.kv_vl, lambda: self._persisted(ranges))
+        ctx.move(nbytes, ctx.hw.persist_hops(de), ctx.kv_vl, lambda: self._persisted(ranges))
 
     def _persisted(self, ranges: list[BlockRange]) -> None:
         ctx = self.ctx

@@ -35,7 +35,7 @@ class KvRead:
         self.node, self.hit_blocks, self.nbytes = sched.plan_read(
             req, ctx.store.prefix_blocks(req.session)
         )
-        self.queued = storage_tokens(req, ctx.engine.block_tokens)  # = hit without the tier
+        self.queued = storage_tokens(req, ctx.block_tokens)  # = hit without the tier
         self.pe_read = req.path is ReadPath.PE and req.hit > 0
         # A PE-path read lands in the PE buffer; its DE space is needed from prefill on.
         self.de_later = self.pe_read and ctx.de_buffer_after_pe_read
@@ -69,7 +69,7 @@ class KvRead:
             hops = ctx.hw.storage_read_hops(
                 self.node, self.sched.storage_target(req, self.hit_blocks)
             )
-            ctx.move(self.nbytes, hops, ctx.vl.kv_vl, self._read)
+            ctx.move(self.nbytes, hops, ctx.kv_vl, self._read)
         else:
             self._read()
 

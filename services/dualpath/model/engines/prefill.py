@@ -189,7 +189,7 @@ class PrefillUnit:
                 # The GPU sends and receives the same volume at once: one flow across both
                 # directions of its CNIC. Model traffic is never skipped, not by the Oracle.
                 hops = [gpu.cnic_tx, gpu.cnic_rx]
-                ctx.hw.fabric.start(nbytes, hops, ctx.vl.model_vl, join.add())
+                ctx.hw.fabric.start(nbytes, hops, ctx.model_vl, join.add())
         return join
 
     # --- one layer group ----------------------------------------------------------------
@@ -223,7 +223,7 @@ class PrefillUnit:
                 by_src[src.engine_id] = (src, prev + nbytes)
             for src, load in by_src.values():
                 hops = ctx.hw.h2d_hops(pe) if src is pe else ctx.hw.remote_load_hops(src, pe)
-                ctx.move(load, hops, ctx.vl.kv_vl, join.add())
+                ctx.move(load, hops, ctx.kv_vl, join.add())
         return join
 
     def _compute_time(self, batches: Batches, first: int, nl: int) -> float:
@@ -260,7 +260,7 @@ class PrefillUnit:
                 join = outputs.get(key)
                 if join is None:
                     join = outputs[key] = Join()
-                ctx.move(nbytes, ctx.hw.kv_out_hops(pe, de), ctx.vl.kv_vl, join.add())
+                ctx.move(nbytes, ctx.hw.kv_out_hops(pe, de), ctx.kv_vl, join.add())
 
     # --- end of a forward -----------------------------------------------------------------
     def _finish_forward(self, batches: Batches, outputs: Outputs) -> None:

@@ -259,12 +259,12 @@ class GlobalScheduler:
         ctx = self.ctx
         pe, de = req.pe, req.de
         assert pe is not None and de is not None
-        hit_blocks = min(stored_blocks, (req.prompt - 1) // ctx.engine.block_tokens)
-        req.hit = req.computed = hit_blocks * ctx.engine.block_tokens
+        hit_blocks = min(stored_blocks, (req.prompt - 1) // ctx.block_tokens)
+        req.hit = req.computed = hit_blocks * ctx.block_tokens
         req.persisted_blocks = hit_blocks
         req.path = ctx.policy.choose_path(req, pe.node, de.node)
         if req.path is ReadPath.SPLIT:
-            req.path = whole_blocks(req, hit_blocks, ctx.engine.block_tokens)
+            req.path = whole_blocks(req, hit_blocks, ctx.block_tokens)
         req.buffer_bytes = float(req.prompt * ctx.kv_token)
         node = pe.node if req.path is ReadPath.PE else de.node
         return node, hit_blocks, plan_tier(ctx, req, node, hit_blocks)

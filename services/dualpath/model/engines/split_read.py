@@ -37,7 +37,7 @@ def read_split(
     that ends there."""
     pe, de = req.pe, req.de
     assert pe is not None and de is not None
-    pe_blocks = req.pe_part // ctx.engine.block_tokens
+    pe_blocks = req.pe_part // ctx.block_tokens
     parts = (
         (pe.node, req.pe_part, 0, pe_blocks),
         (de.node, req.hit - req.pe_part, pe_blocks, hit_blocks),
@@ -51,7 +51,7 @@ def read_split(
         for node, tokens, first, end in parts:
             hops = ctx.hw.storage_read_hops(node, target(req, end))
             on_done = functools.partial(_part_read, node, tokens, join.add())
-            ctx.move((end - first) * ctx.full_block_bytes, hops, ctx.vl.kv_vl, on_done)
+            ctx.move((end - first) * ctx.full_block_bytes, hops, ctx.kv_vl, on_done)
         join.then(done)
 
     def done() -> None:

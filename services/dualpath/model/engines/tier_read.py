@@ -46,11 +46,11 @@ def read_tiered(
     fbb = ctx.full_block_bytes
     if hit_blocks > req.tier_end:
         hops = ctx.hw.storage_read_hops(node, target(req, hit_blocks))
-        ctx.move((hit_blocks - req.tier_end) * fbb, hops, ctx.vl.kv_vl, join.add())
+        ctx.move((hit_blocks - req.tier_end) * fbb, hops, ctx.kv_vl, join.add())
     if req.tier_src:
         src = ctx.hw.nodes[req.tier_src].state
         hops = ctx.hw.tier_remote_hops(src, node, req.session)
-        ctx.move((req.tier_end - req.tier_local) * fbb, hops, ctx.vl.kv_vl, join.add())
+        ctx.move((req.tier_end - req.tier_local) * fbb, hops, ctx.kv_vl, join.add())
     join.then(then)
 
 
@@ -61,7 +61,7 @@ def after_read(ctx: EngineContext, req: Request, node: NodeState, hit_blocks: in
     if tier is None or stats is None or hit_blocks == 0 or req.path is ReadPath.SPLIT:
         return
     tier.fill(node.name, req.session, 0, hit_blocks)
-    bt, fbb = ctx.engine.block_tokens, ctx.full_block_bytes
+    bt, fbb = ctx.block_tokens, ctx.full_block_bytes
     parts = (
         ("local_dram", req.tier_local),
         ("remote_dram", req.tier_end - req.tier_local),
