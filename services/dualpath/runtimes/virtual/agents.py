@@ -31,11 +31,14 @@ class RequestIds:
 class Turns:
     """Submits turns and hands each one's end back to whoever submitted it."""
 
-    def __init__(self, cluster: Cluster, on_turn: Then) -> None:
+    def __init__(self, cluster: Cluster, on_turn: Then | None = None) -> None:
         self.cluster = cluster
         self.timing = timing_of(cluster.clock)  # natively on the virtual core, compiled
         self.next_rid = RequestIds()
-        self._on_turn = on_turn  # after every turn (progress)
+        # After every turn (a progress bar); None: nothing, where a do-nothing callback was
+        # an interpreted call a turn (the drivers are not compiled).
+        self._on_turn = on_turn
+        self.done = 0  # turns ended
         self._waiting: dict[int, Then] = {}  # rid -> what to do when it ends
         cluster.scheduler.finished = self._finished
 
@@ -58,7 +61,10 @@ class Turns:
         then = waiting.get(req.rid)  # (`pop(rid, None)` is a generic method call compiled)
         if then is not None:
             del waiting[req.rid]
-            self._on_turn()
+            self.done += 1
+            on_turn = self._on_turn
+            if on_turn is not None:
+                on_turn()
             then()
 
 

@@ -64,7 +64,7 @@ class _Session:
         self.trajectory_jct: list[float] = []  # arrival -> last token, completed agents
         self.turns_arrived = 0  # turns in the trajectories of the agents that arrived
         self.think_arrived = 0.0  # and their think time
-        self.turns = Turns(cluster, lambda: None)
+        self.turns = Turns(cluster)
         self._arrivals = iter(
             zip(online_arrivals(self.o.aps, len(scripts), sc.seed), scripts, strict=True)
         )

@@ -66,15 +66,13 @@ class _Offline:
     ) -> None:
         self.core, self.progress = core, progress
         self.total = 0
-        self.done = 0
         self.left = 0  # sessions still running
-        self.turns = Turns(cluster, self.on_turn)
+        self.turns = Turns(cluster, self.on_turn if progress is not None else None)
         self.open_loop = sc.workload.replay == "open-loop"
 
     def on_turn(self) -> None:
-        self.done += 1
         if self.progress is not None:
-            self.progress(self.done, self.total, self.core.now())
+            self.progress(self.turns.done, self.total, self.core.now())
 
     def on_end(self) -> None:
         self.left -= 1
