@@ -24,6 +24,12 @@ def test_bench_prints_the_host_reference_and_the_run(
     assert ref > 0 and base["turns"] > 0 and base["emulated_s"] > 0
     assert base["scenario"] == "2P4D/8"
     assert base["emulated_s_per_cpu_s"] == pytest.approx(base["emulated_s"] / base["cpu_s"], 0.1)
+    # The counted work a turn: every turn starts flows and a re-share, every re-share that
+    # found a link to recompute recomputed one, and every turn's decode ran in some chunk.
+    assert base["flows_per_turn"] == round(base["flows"] / base["turns"], 2)
+    assert 1 <= base["reshares_per_turn"] <= base["flows_per_turn"] * 2
+    assert base["link_recomputations_per_turn"] >= 1
+    assert base["decode_chunks_per_turn"] > 0
     assert "units" not in res and "pair" not in res
 
 
@@ -36,3 +42,13 @@ def test_units_keep_the_load_per_unit_and_give_ratios_over_one_unit() -> None:
     (r,) = res["ratios"]
     per_turn = [f["cpu_s"] / f["turns"] for f in (first, second)]
     assert r["per_turn_cost_ratio_cpu"] == pytest.approx(per_turn[1] / per_turn[0], rel=0.1)
+    work = r["work_per_turn"]
+    assert set(work) == {
+        "flows_ratio",
+        "reshares_ratio",
+        "link_recomputations_ratio",
+        "decode_chunks_ratio",
+    }
+    for key, value in work.items():  # the counts are exact: only rounding separates them
+        name = key.removesuffix("_ratio") + "_per_turn"
+        assert value == pytest.approx(second[name] / first[name], rel=0.02), key

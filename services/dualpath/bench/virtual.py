@@ -45,6 +45,12 @@ TARGET_RATIO = 1.1  # issue 26: per-turn cost 8P16D/4096 over 2P4D/1024, one EP 
 UNITS = (1, 4, 24)
 UNIT_AGENTS = 2048
 DEFAULT_UNITS_SCALE = 0.125  # 256 agents per unit: the 24-unit run (6144) stays in minutes
+WORK_KEYS = (  # `work_per_turn`'s figures, compared by `ratio`
+    "flows_per_turn",
+    "reshares_per_turn",
+    "link_recomputations_per_turn",
+    "decode_chunks_per_turn",
+)
 UNIT_SETS = [
     "workload.max_len=48k",
     "topology.prefill_group_nodes=2",
@@ -85,7 +91,7 @@ def measure(
         "emulated_s_per_cpu_s": round(report["jct_s"] / cpu, 1),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,  # Linux: KiB
         "flows": report["runtime"]["flows"],
-        "flows_per_turn": round(report["runtime"]["flows"] / max(1, turns), 2),
+        **work_per_turn(report, turns),
         "compiled_model": native.active(),  # DUALPATH_NATIVE=1 with a build (dualpath/native/)
     }
     text = ""
@@ -94,6 +100,18 @@ def measure(
         pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(30)
         text = buf.getvalue()
     return figures, text
+
+
+def work_per_turn(report: dict[str, Any], turns: int) -> dict[str, float]:
+    """The run's work a turn, counted (the same on any host, unlike its CPU time): flows,
+    re-shares and link recomputations of the fabric, and decode chunks."""
+    rt, n = report["runtime"], max(1, turns)
+    return {
+        "flows_per_turn": round(rt["flows"] / n, 2),
+        "reshares_per_turn": round(rt["reshares"] / n, 2),
+        "link_recomputations_per_turn": round(rt["link_recomputations"] / n, 2),
+        "decode_chunks_per_turn": round(report["gpu"]["decode_chunks"] / n, 3),
+    }
 
 
 def host_reference(repeat: int = 5) -> dict[str, Any]:
@@ -137,13 +155,20 @@ def ratio(
     base: dict[str, Any], large: dict[str, Any], target: float | None = TARGET_RATIO
 ) -> dict[str, Any]:
     """Per-turn cost of the large scenario over the base one (CPU time: steadier than wall on
-    a shared host; the wall-time ratio is printed too)."""
+    a shared host; the wall-time ratio is printed too), and the same ratio of the counted
+    work a turn: a CPU ratio above the work ratios is the same work done slower (a live set
+    that outgrows the caches), not more work (docs/native.md)."""
     per_turn_cpu = [f["cpu_s"] / max(1, f["turns"]) for f in (base, large)]
     per_turn_wall = [f["wall_s"] / max(1, f["turns"]) for f in (base, large)]
+    work = {
+        f"{key[: -len('_per_turn')]}_ratio": round(large[key] / base[key], 3) if base[key] else None
+        for key in WORK_KEYS
+    }
     return {
         "of": f"{large['scenario']} / {base['scenario']}",
         "per_turn_cost_ratio_cpu": round(per_turn_cpu[1] / per_turn_cpu[0], 3),
         "per_turn_cost_ratio_wall": round(per_turn_wall[1] / per_turn_wall[0], 3),
+        "work_per_turn": work,
         "target": target,
     }
 

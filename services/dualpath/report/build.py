@@ -270,6 +270,10 @@ def build_report(cluster: Cluster, jct: float, wall_s: float, workload: Workload
             "emulated_per_wall": jct / wall_s if wall_s > 0 else 0.0,
             "flows": cluster.hw.fabric.flows_started,
             "compiled": native.active(),  # DUALPATH_NATIVE=1 (docs/native.md): same results
+            # What the run's CPU went on, counted: noise-free, so two runs' work per turn can
+            # be compared where their CPU times drift with the host (docs/native.md).
+            "reshares": cluster.hw.fabric.relaxes,
+            "link_recomputations": cluster.hw.fabric.relax_steps,
         },
         "jct_s": jct,
         "faults": {"schedule": list(sc.faults.schedule), "events": list(cluster.faults.log)},

@@ -142,7 +142,22 @@ def _common_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
          f"{rt['wall_s']:.1f} s wall, "
          f"{rt['emulated_per_wall']:.0f} emulated s per wall s, "
          f"lag p99 {_duration(rt['lag_p99_s'])}"),
+        *_work_rows(r),
     ]  # fmt: skip
+
+
+def _work_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the simulator did a turn (virtual time; docs/native.md): flows, re-shares, link
+    recomputations, decode chunks. Counted, so the same on any host, unlike the wall time."""
+    rt, turns = r["runtime"], r["requests"]["completed"]
+    if rt.get("reshares") is None or not turns:
+        return []
+    parts = (
+        f"{rt['flows'] / turns:.1f} flows, {rt['reshares'] / turns:.1f} re-shares, "
+        f"{rt['link_recomputations'] / turns:.1f} link recomputations, "
+        f"{r['gpu']['decode_chunks'] / turns:.2f} decode chunks"
+    )
+    return [("simulator work a turn", parts)]
 
 
 def _tier_rows(r: dict[str, Any]) -> list[tuple[str, str]]:

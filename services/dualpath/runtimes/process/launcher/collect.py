@@ -96,6 +96,8 @@ def _runtime(
         "wall_s": wall_s,
         "emulated_per_wall": jct / wall_s if wall_s > 0 else 0.0,
         "flows": None,
+        "reshares": None,
+        "link_recomputations": None,
         "remote_charges": sum(s.get("remote_charges", 0) for s in services),
         "payload_bytes_verified": sum(s.get("payload_bytes_verified", 0) for s in services),
         "storage_reads": _storage_reads(services),
