@@ -24,8 +24,8 @@ def test_bench_prints_the_host_reference_and_the_run(
     assert ref > 0 and base["turns"] > 0 and base["emulated_s"] > 0
     assert base["scenario"] == "2P4D/8"
     assert base["emulated_s_per_cpu_s"] == pytest.approx(base["emulated_s"] / base["cpu_s"], 0.1)
-    # The counted work a turn: every turn starts flows and a re-share, every re-share that
-    # found a link to recompute recomputed one, and every turn's decode ran in some chunk.
+    # The counted work a turn: a turn moves KV in several flows, whose starts and ends
+    # re-share (at most one re-share each), and its decode runs in some chunk.
     assert base["flows_per_turn"] == round(base["flows"] / base["turns"], 2)
     assert 1 <= base["reshares_per_turn"] <= base["flows_per_turn"] * 2
     assert base["link_recomputations_per_turn"] >= 1
