@@ -13,6 +13,9 @@ from dualpath.report.schema import VALIDATE_ENV
 # (dualpath.report.schema.check_report), in this process and in every CLI or service process
 # a test starts (they inherit the environment): an undocumented key fails loudly.
 os.environ[VALIDATE_ENV] = "1"
+# The virtual-time commands load a compiled build of the model by themselves when one exists
+# (dualpath/native/); the tests' CLI processes run the Python model unless a test asks.
+os.environ.setdefault("DUALPATH_NATIVE", "0")
 
 
 # The kind of a test is a marker, not a folder (tests/ mirrors the package): `live` starts

@@ -1,5 +1,6 @@
-"""The optional compiled model (dualpath/native/): off unless asked for, never stale, and
-bit-identical to the Python one, also under policies that subclass the compiled ones."""
+"""The optional compiled model (dualpath/native/): used only when asked for or by the
+virtual-time commands, never stale, and bit-identical to the Python one, also under policies
+that subclass the compiled ones."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ r.pop("runtime")
 print(json.dumps({"native": native.active(), "report": r}, sort_keys=True))
 """
 _POLICIES = ("dualpath", "basic", "dualpath-split")
+_SIM = (sys.executable, "-m", "dualpath", "sim", "--preset", "smoke", "--quiet")
 
 
 def test_no_build_is_used_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,3 +98,65 @@ def test_compiled_model_gives_the_same_report_bit_for_bit(tmp_path: Path) -> Non
         compiled, python = probe("1", policy), probe("0", policy)
         assert compiled["native"] is True and python["native"] is False
         assert compiled["report"] == python["report"], policy
+
+    # Unasked, `dualpath sim` loads it (and says nothing); the process runtime would not.
+    unasked = {k: v for k, v in env.items() if k != "DUALPATH_NATIVE"}
+    out = tmp_path / "sim.json"
+    done = subprocess.run(
+        [*_SIM, "--out", str(out)],
+        env=unasked,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(out.read_text())["runtime"]["compiled"] is True
+    assert "compiled model" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "mode"),
+    [
+        ({"DUALPATH_NATIVE": "1"}, ["/usr/bin/python", "-c", "x"], native.ON),
+        ({"DUALPATH_NATIVE": "0"}, ["/venv/bin/dualpath", "sim"], native.OFF),
+        ({"DUALPATH_NATIVE": "yes"}, ["/venv/bin/dualpath", "sim"], native.OFF),
+        ({}, ["/venv/bin/dualpath", "sim", "--preset", "smoke"], native.AUTO),
+        ({}, ["/venv/bin/dualpath", "experiment", "ablation"], native.AUTO),
+        ({}, ["-m", "plan", "--agents-slo", "1"], native.AUTO),  # `python -m dualpath plan`
+        ({}, ["/venv/bin/dualpath", "--verbose", "sim"], native.AUTO),
+        ({}, ["/venv/bin/dualpath", "up", "--preset", "smoke"], native.OFF),  # process runtime
+        ({}, ["/venv/bin/dualpath"], native.OFF),
+        ({}, ["/venv/bin/pytest", "sim"], native.OFF),  # not the dualpath command
+        ({}, ["/work/x/dualpath/__main__.py", "sim"], native.OFF),  # (after runpy set argv[0])
+    ],
+)
+def test_the_virtual_time_commands_load_a_build_unasked_and_nothing_else_does(
+    env: dict[str, str], argv: list[str], mode: str
+) -> None:
+    assert native.wanted(env, argv) == mode
+
+
+def test_a_virtual_time_command_without_a_build_says_how_to_get_one(tmp_path: Path) -> None:
+    """No build of these sources: the run goes on in Python and one stderr line says why and
+    what to run; a stale build is named as such."""
+    env = {k: v for k, v in os.environ.items() if k != "DUALPATH_NATIVE"}
+
+    def sim(out: str) -> tuple[str, bool]:
+        done = subprocess.run(
+            [*_SIM, "--out", str(tmp_path / out)],
+            env={**env, "DUALPATH_NATIVE_DIR": str(tmp_path / "cache")},
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        report = json.loads((tmp_path / out).read_text())
+        return done.stderr, report["runtime"]["compiled"]
+
+    err, compiled = sim("a.json")
+    assert compiled is False
+    assert "there is no compiled model" in err and "make native" in err
+    stale = tmp_path / "cache" / "0123456789abcdef0123"
+    stale.mkdir(parents=True)
+    (stale / "manifest.json").write_text(json.dumps({"files": {}}))
+    err, compiled = sim("b.json")
+    assert compiled is False
+    assert "built from other sources" in err

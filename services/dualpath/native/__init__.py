@@ -1,12 +1,17 @@
 """Optional compiled model (mypyc): the same source, bit-identical results, faster.
 
-Opt-in, never part of the default install: `python -m dualpath.native` (needs mypy from the
-dev extras and a C compiler) compiles the virtual-time runtime's hot modules (the fabric, the
-engines, the DualPath policy, the roofline, the block chains, the clock and the metrics) into
-a cache directory named after a digest of their sources and of the interpreter, and with
-`DUALPATH_NATIVE=1` set, `import dualpath` loads that build, but only while the digest matches
-the package's sources on disk: after any edit the package runs as Python until rebuilt, never
-on a stale build. `DUALPATH_NATIVE_DIR` moves the cache (default `~/.cache/dualpath/native`).
+Built on request, never part of the default install: `python -m dualpath.native` (`make
+native`; needs mypy from the dev extras and a C compiler) compiles the virtual-time runtime's
+hot modules (the fabric, the engines, the DualPath policy, the roofline, the block chains, the
+clock and the metrics) into a cache directory named after a digest of their sources and of the
+interpreter. `import dualpath` loads that build only while the digest matches the package's
+sources on disk: after any edit the package runs as Python until rebuilt, never on a stale
+build. `DUALPATH_NATIVE_DIR` moves the cache (default `~/.cache/dualpath/native`).
+
+When it is loaded (`wanted`): with `DUALPATH_NATIVE=1`, in any process; with the variable
+unset, by the virtual-time commands (`dualpath sim`, `experiment`, `plan`), which say on stderr
+how to get it when there is no build of these sources; with `DUALPATH_NATIVE=0`, never. The
+process runtime, the tests and library use stay Python unless asked.
 
 Classes users subclass (policies, the scheduler, the decode unit) carry
 `@mypyc_attr(allow_interpreted_subclasses=True)` (dualpath/compiled.py), so plug-ins and the
@@ -23,11 +28,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.abc import MetaPathFinder
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
+from typing import Final
 
 # Compiled together (mypyc resolves calls between them natively): the virtual core with the
 # fabric and the engines it drives. Not the asyncio virtual loop: a subclass of asyncio's loop
@@ -120,20 +126,60 @@ class _Finder(MetaPathFinder):
         return None if file is None else importlib.util.spec_from_file_location(fullname, file)
 
 
-def install() -> bool:
-    """Route the compiled modules to a matching build, if there is one. Called by
-    `dualpath/__init__.py`, before any of them is imported; returns whether they will be."""
-    if os.environ.get("DUALPATH_NATIVE", "0") != "1":
+# The commands that run the virtual-time runtime: they load a build without being asked.
+VIRTUAL_COMMANDS: Final = frozenset({"sim", "experiment", "plan"})
+ON, OFF, AUTO = "on", "off", "auto"
+
+
+def wanted(env: Mapping[str, str], argv: Sequence[str]) -> str:
+    """Whether this process loads a build: ON (`DUALPATH_NATIVE=1`), OFF (`=0`, or anything
+    but a virtual-time command with the variable unset), AUTO (a virtual-time command: a build
+    if there is one, and a hint on stderr if not). `argv` is `sys.argv` while `dualpath` is
+    imported: `[".../dualpath", "sim", ...]`, or `["-m", "sim", ...]` under `python -m dualpath`."""
+    flag = env.get("DUALPATH_NATIVE", "")
+    if flag:
+        return ON if flag == "1" else OFF
+    if len(argv) < 2 or Path(argv[0]).name not in ("dualpath", "-m"):
+        return OFF
+    command = next((a for a in argv[1:] if not a.startswith("-")), "")
+    return AUTO if command in VIRTUAL_COMMANDS else OFF
+
+
+def install(argv: Sequence[str] | None = None) -> bool:
+    """Route the compiled modules to a matching build, if there is one and it is wanted.
+    Called by `dualpath/__init__.py`, before any of them is imported; returns whether they
+    will be."""
+    mode = wanted(os.environ, sys.argv if argv is None else argv)
+    if mode == OFF:
         return False
     if any(isinstance(f, _Finder) for f in sys.meta_path):
         return True
     where = built()
     if where is None:
+        if mode == AUTO:
+            print(_hint(), file=sys.stderr)
         return False
     manifest = json.loads((where / "manifest.json").read_text())
     files = {name: where / file for name, file in manifest["files"].items()}
     sys.meta_path.insert(0, _Finder(files))
+    if mode == AUTO:  # an experiment's workers are spawned interpreters: they inherit it
+        os.environ["DUALPATH_NATIVE"] = "1"
     return True
+
+
+def _hint() -> str:
+    """What to do for a virtual-time command without a build of these sources."""
+    stale = any(cache_root().glob("*/manifest.json"))
+    why = (
+        "the compiled model was built from other sources (edited since `make native`)"
+        if stale
+        else "there is no compiled model"
+    )
+    return (
+        f"dualpath: {why}, so the model runs as Python: same results, 3 to 10 times slower. "
+        "`make native` (or `python -m dualpath.native`, about 90 s) builds it; "
+        "DUALPATH_NATIVE=0 hides this line (docs/native.md)."
+    )
 
 
 def active() -> bool:
