@@ -1,6 +1,6 @@
 """`make equivalence` for real on a tiny scenario: HEAD, checked out and run on its own CLI in a
 child process, against this working tree. The same settings must pass; a setting changed on
-the new tree only (the hidden `--new-set`) must fail the gate."""
+the new tree only (`--new-set`) must fail the gate."""
 
 from __future__ import annotations
 
