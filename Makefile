@@ -64,7 +64,7 @@ test: $(STAMP) ## run the test suite (installs headless Chromium first if absent
 compose-test: $(STAMP) ## docker-compose.yml for real: build, up, chat, Locust, report, Prometheus, down -v (Docker, else podman) -> out/compose/
 	VENV=$(VENV) COMPOSE_TEST_OUT=$(OUT)/compose scripts/containers/compose-test.sh
 
-native: $(STAMP) ## compile the virtual-time model with mypyc; runs with DUALPATH_NATIVE=1 use it (docs/native.md)
+native: $(STAMP) ## compile the virtual-time model with mypyc; dualpath sim/experiment/plan then use it by themselves, other processes with DUALPATH_NATIVE=1 (docs/native.md)
 	$(BIN)/python -m dualpath.native
 
 # Paper-scale targets run the compiled model when it builds here (same results, faster), else
