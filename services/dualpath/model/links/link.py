@@ -259,7 +259,7 @@ class Hop:
 
     Fields of one object per hop rather than three lists of floats per flow: in a compiled
     build a field holds a native double, where a list holds a boxed float that every write
-    allocates and every read unboxes (docs/native.md, stop 47). No reference to the flow or
+    allocates and every read unboxes (docs/native-history.md, stop 47). No reference to the flow or
     the link, so a finished flow is freed by reference counting, not by the cyclic collector.
     """
 
