@@ -145,11 +145,11 @@ def wanted(env: Mapping[str, str], argv: Sequence[str]) -> str:
     return AUTO if command in VIRTUAL_COMMANDS else OFF
 
 
-def install(argv: Sequence[str] | None = None) -> bool:
+def install() -> bool:
     """Route the compiled modules to a matching build, if there is one and it is wanted.
     Called by `dualpath/__init__.py`, before any of them is imported; returns whether they
     will be."""
-    mode = wanted(os.environ, sys.argv if argv is None else argv)
+    mode = wanted(os.environ, sys.argv)
     if mode == OFF:
         return False
     if any(isinstance(f, _Finder) for f in sys.meta_path):
